@@ -1,1 +1,15 @@
+//! mediagate: a spec-driven API gateway in front of media-generation models.
+//!
+//! See ARCHITECTURE.md for the map: `catalog` is the spec compiled in, `http` the edge, `admission` the
+//! checks before anything is forwarded, `store` the durable state.
 
+pub mod admission;
+pub mod catalog;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod server;
+pub mod state;
+pub mod store;
+pub mod upstream;
+pub mod validate;

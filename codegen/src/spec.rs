@@ -3,7 +3,7 @@
 //! Every struct denies unknown fields, so a typo in a spec file fails the build with file, line and column
 //! instead of being ignored.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_saphyr::Spanned;
 use std::collections::BTreeMap;
@@ -214,7 +214,7 @@ pub enum Transform {
 }
 
 /// A cross-field rule.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub description: String,
@@ -241,7 +241,7 @@ pub struct Rule {
     pub same_length: Vec<String>,
 }
 
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Serialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct Condition {
     /// The field is present.
@@ -323,7 +323,7 @@ pub enum Audio {
 }
 
 /// A per-model narrowing of one field.
-#[derive(Debug, Deserialize, Clone, Default)]
+#[derive(Debug, Deserialize, Serialize, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Limit {
     #[serde(rename = "enum")]
@@ -342,9 +342,13 @@ pub struct Limit {
     pub required: bool,
     /// `W*H` sizes: total pixels and aspect ratio within a range.
     pub pixels: Option<PixelRange>,
+    /// Send `default` upstream when the client leaves the field out, because the upstream's own default
+    /// differs from the one this gateway documents (alpha2.6-t2i `n`).
+    #[serde(default)]
+    pub send_default: bool,
 }
 
-#[derive(Debug, Deserialize, Clone, Copy)]
+#[derive(Debug, Deserialize, Serialize, Clone, Copy)]
 #[serde(deny_unknown_fields)]
 pub struct PixelRange {
     pub min_pixels: u64,

@@ -1,0 +1,143 @@
+//! The OpenAPI 3.1 document of the whole public API.
+
+use crate::Spec;
+use crate::schema::{Flavor, model_schema};
+use serde_json::{Map, Value, json};
+
+/// Builds the document; request bodies are the published per-model schemas.
+pub fn openapi(spec: &Spec) -> Value {
+    let mut schemas = Map::new();
+    for model in &spec.models {
+        let mut schema = model_schema(spec, model, Flavor::Published);
+        if let Value::Object(m) = &mut schema {
+            m.remove("$schema");
+        }
+        schemas.insert(model.id.value.clone(), schema);
+    }
+    schemas.extend(response_schemas());
+    let mut paths = Map::new();
+    for endpoint in &spec.endpoints.endpoints {
+        let refs: Vec<Value> = spec
+            .models
+            .iter()
+            .filter(|m| {
+                endpoint
+                    .operations
+                    .iter()
+                    .any(|o| o.value == m.operation.value)
+            })
+            .map(|m| json!({"$ref": format!("#/components/schemas/{}", m.id.value)}))
+            .collect();
+        let accepted = endpoint.async_status.to_string();
+        let mut responses = Map::new();
+        responses.insert(accepted, json!({
+            "description": "Accepted: an asynchronous task was created (synchronous models answer 200 with their result).",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TaskAcceptance"}}},
+        }));
+        if endpoint.async_status != 200 {
+            responses.insert("200".into(), json!({"description": "Result of a synchronous model.", "content": {"application/json": {}}}));
+        }
+        responses.insert("default".into(), error_response());
+        paths.insert(endpoint.path.clone(), json!({"post": {
+            "operationId": endpoint.name,
+            "summary": endpoint.summary,
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {"oneOf": refs}}}},
+            "responses": responses,
+        }}));
+    }
+    paths.insert("/v1/tasks/{task_id}".into(), json!({"get": {
+        "operationId": "get_task", "summary": "Read a task's state, results and usage.",
+        "parameters": [task_id_param()],
+        "responses": {"200": {"description": "The task.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Task"}}}}, "default": error_response()},
+    }}));
+    paths.insert("/v1/tasks/{task_id}/cancel".into(), json!({"post": {
+        "operationId": "cancel_task", "summary": "Cancel a task the upstream has not started yet.",
+        "parameters": [task_id_param()],
+        "responses": {"200": {"description": "The cancelled task.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Task"}}}}, "default": error_response()},
+    }}));
+    paths.insert("/v1/models".into(), json!({"get": {
+        "operationId": "list_models", "summary": "List enabled models.",
+        "responses": {"200": {"description": "Models.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelList"}}}}, "default": error_response()},
+    }}));
+    paths.insert("/v1/models/{model}".into(), json!({"get": {
+        "operationId": "get_model", "summary": "One enabled model.",
+        "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "The model.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Model"}}}}, "default": error_response()},
+    }}));
+    paths.insert("/v1/models/{model}/schema".into(), json!({"get": {
+        "operationId": "get_model_schema", "summary": "JSON Schema (draft 2020-12) of a request to this model.",
+        "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "The schema.", "content": {"application/schema+json": {}}}, "default": error_response()},
+    }}));
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "mediagate", "version": env!("CARGO_PKG_VERSION"), "description": "Video and image generation and editing behind one gateway."},
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "security": [{"bearer": []}, {"apiKey": []}, {"altApiKey": []}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "altApiKey": {"type": "apiKey", "in": "header", "name": "x-alt-api-key"},
+            },
+        },
+    })
+}
+
+fn task_id_param() -> Value {
+    json!({"name": "task_id", "in": "path", "required": true, "schema": {"type": "string"}})
+}
+
+fn error_response() -> Value {
+    json!({"description": "Error.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn response_schemas() -> Map<String, Value> {
+    let status = json!({"type": "string", "enum": ["queued", "running", "success", "failed", "timeout", "cancelled"]});
+    let mut m = Map::new();
+    m.insert("TaskAcceptance".into(), json!({
+        "type": "object", "required": ["task_id", "request_id", "status", "message", "created_at"],
+        "properties": {
+            "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
+            "message": {"type": "string"}, "created_at": {"type": "string", "description": "Local time, YYYY-MM-DD HH:MM:SS."},
+        },
+    }));
+    m.insert("Task".into(), json!({
+        "type": "object", "required": ["task_id", "status", "model", "operation", "created_at"],
+        "properties": {
+            "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
+            "model": {"type": "string"}, "operation": {"type": "string"}, "type": {"type": "string"},
+            "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "finished_at": {"type": "string"},
+            "results": {"type": "array", "items": {"type": "object", "properties": {
+                "url": {"type": "string"}, "type": {"type": "string"}, "expires_at": {"type": "string"}}}},
+            "usage": {"type": "object"},
+            "settlement": {"type": "object"},
+            "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
+            "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},
+        },
+    }));
+    m.insert("EquivalentUsage".into(), json!({
+        "type": "object", "required": ["usage_basis"],
+        "properties": {"usage_basis": {"const": "price_equivalent"}, "output_tokens": {"type": "integer"}},
+    }));
+    m.insert("Model".into(), json!({
+        "type": "object", "required": ["id", "object", "type", "operation", "endpoint", "task_mode"],
+        "properties": {
+            "id": {"type": "string"}, "object": {"const": "model"}, "type": {"enum": ["video", "image"]},
+            "operation": {"type": "string"}, "endpoint": {"type": "string"}, "task_mode": {"enum": ["sync", "async"]},
+            "owned_by": {"type": "string"}, "free_trial_only": {"type": "boolean"}, "limits": {"type": "object"},
+        },
+    }));
+    m.insert("ModelList".into(), json!({
+        "type": "object", "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}},
+    }));
+    m.insert("Error".into(), json!({
+        "type": "object", "required": ["error"],
+        "properties": {"error": {"type": "object", "required": ["message", "type", "code"], "properties": {
+            "message": {"type": "string"}, "type": {"type": "string"}, "code": {"type": "string"},
+            "param": {"type": ["string", "null"]}, "request_id": {"type": "string"}}}},
+    }));
+    m
+}

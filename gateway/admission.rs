@@ -1,0 +1,99 @@
+//! Admission of a submission, before anything is priced or forwarded: the model exists and is enabled, its
+//! operation belongs to this endpoint, the body passes the model's schema and rules, and it deserializes
+//! into the operation's typed struct, which renders the upstream envelope.
+
+use crate::catalog::{EndpointSpec, ModelSpec, OperationRequest, Registry};
+use crate::error::{ApiError, ErrorCode};
+use crate::upstream::envelope::EnvelopeBuilder;
+use serde_json::{Map, Value};
+
+/// A submission that passed every check.
+#[derive(Debug)]
+pub struct Admitted {
+    pub model: &'static ModelSpec,
+    /// The body with aliases folded and upstream-relevant defaults filled in.
+    pub body: Map<String, Value>,
+    pub request: OperationRequest,
+    /// `{"model", "input", "parameters"}` for the upstream.
+    pub envelope: Value,
+}
+
+/// Runs every check in order; the first failing stage answers.
+pub fn admit(
+    registry: &Registry,
+    endpoint: &EndpointSpec,
+    body: Value,
+) -> Result<Admitted, ApiError> {
+    if !registry.any_enabled(endpoint.media) {
+        return Err(ApiError::new(
+            ErrorCode::image_models_unavailable,
+            format!(
+                "No {} model is enabled, so {} cannot generate right now.",
+                endpoint.media.as_str(),
+                endpoint.path
+            ),
+        )
+        .with_retry_after(60));
+    }
+    let Value::Object(mut body) = body else {
+        return Err(ApiError::new(
+            ErrorCode::invalid_body,
+            "The body must be a JSON object.",
+        ));
+    };
+    let model_id = match body.get("model") {
+        Some(Value::String(id)) => id.clone(),
+        Some(_) => {
+            return Err(
+                ApiError::new(ErrorCode::invalid_parameter, "`model` must be a string.")
+                    .with_param("model"),
+            );
+        }
+        None => {
+            return Err(
+                ApiError::new(ErrorCode::missing_model, "`model` is required.").with_param("model"),
+            );
+        }
+    };
+    let model = registry.enabled(&model_id)?;
+    if !endpoint.operations.contains(&model.operation) {
+        return Err(ApiError::new(
+            ErrorCode::invalid_model_operation,
+            format!(
+                "Model `{}` is a `{}` model; send it to {} instead of {}.",
+                model.id,
+                model.operation.as_str(),
+                model.endpoint().path,
+                endpoint.path
+            ),
+        )
+        .with_param("model"));
+    }
+    registry
+        .validator(model)?
+        .validate(&mut body)
+        .map_err(ApiError::invalid)?;
+    for (field, default, send) in model.defaults {
+        if *send && !body.contains_key(*field) {
+            let value = serde_json::from_str(default).map_err(ApiError::internal)?;
+            body.insert((*field).to_string(), value);
+        }
+    }
+    let request =
+        OperationRequest::parse(model.operation, Value::Object(body.clone())).map_err(|e| {
+            ApiError::new(
+                ErrorCode::invalid_parameter,
+                format!("Invalid request: {e}"),
+            )
+        })?;
+    let mut envelope = EnvelopeBuilder::new(model);
+    request.render(&mut envelope).map_err(|e| {
+        ApiError::new(ErrorCode::invalid_parameter, e.to_string()).with_param(e.field)
+    })?;
+    Ok(Admitted {
+        model,
+        body,
+        request,
+        envelope: envelope.finish(),
+    })
+}

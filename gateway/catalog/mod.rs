@@ -1,0 +1,251 @@
+//! The spec, compiled in: static tables generated from `spec/` by the codegen crate, and the types they use.
+//!
+//! Runtime code asks these tables what differs between models and operations; it never names one.
+
+mod generated {
+    #![allow(clippy::all, missing_docs, unused_imports)]
+    include!(concat!(env!("OUT_DIR"), "/generated.rs"));
+}
+
+pub use generated::*;
+
+mod registry;
+pub use registry::Registry;
+
+/// Whether a model or endpoint makes videos or images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Media {
+    Video,
+    Image,
+}
+
+impl Media {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Media::Video => "video",
+            Media::Image => "image",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskMode {
+    Sync,
+    Async,
+}
+
+impl TaskMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskMode::Sync => "sync",
+            TaskMode::Async => "async",
+        }
+    }
+}
+
+/// Body shape of a synchronous answer on an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncResponse {
+    Upstream,
+    ImagesStandard,
+}
+
+/// Upstream body shape of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    Plain,
+    Messages,
+}
+
+/// Sound of a video model's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audio {
+    Always,
+    /// `audio=false` is honoured.
+    Optional,
+    None,
+}
+
+/// Value conversions applied while rendering the upstream envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    Uppercase,
+    SizeToResolution,
+    SizeToResolutionRatio,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PixelRange {
+    pub min_pixels: u64,
+    pub max_pixels: u64,
+    pub min_aspect: f64,
+    pub max_aspect: f64,
+}
+
+#[derive(Debug)]
+pub struct EndpointSpec {
+    pub name: &'static str,
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub media: Media,
+    pub operations: &'static [OperationId],
+    pub async_status: u16,
+    pub sync_response: SyncResponse,
+}
+
+#[derive(Debug)]
+pub struct RouteSpec {
+    pub name: &'static str,
+    /// Path under `{base}/api/v1`.
+    pub path: &'static str,
+    pub mode: TaskMode,
+    pub regions: &'static [&'static str],
+}
+
+#[derive(Debug)]
+pub struct OperationSpec {
+    pub id: OperationId,
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub media: Media,
+    /// The field that selects a variant (vace `function`).
+    pub variant_tag: Option<&'static str>,
+    /// `(alias, canonical name)`.
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// Cross-field rules, see `validate::rules`.
+    pub rules_json: &'static str,
+    pub published_schema: &'static str,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TierPrice {
+    pub tier: &'static str,
+    pub audio: Option<u64>,
+    pub silent: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct TokenPrice {
+    pub input_per_million: u64,
+    pub output_per_million: u64,
+    pub hold_output_tokens: u64,
+}
+
+/// A model's pricing rule (billing_rules); amounts in micro-units.
+#[derive(Debug, Clone, Copy)]
+pub enum BillingRule {
+    PerSecond {
+        placeholder: bool,
+        tiers: &'static [TierPrice],
+    },
+    PerImage {
+        placeholder: bool,
+        price: u64,
+    },
+    PerCall {
+        placeholder: bool,
+        price: u64,
+    },
+    PerToken {
+        placeholder: bool,
+        price: TokenPrice,
+    },
+}
+
+/// One model record.
+#[derive(Debug)]
+pub struct ModelSpec {
+    pub id: &'static str,
+    pub model_code: &'static str,
+    pub operation: OperationId,
+    pub media: Media,
+    pub task_mode: TaskMode,
+    pub region: &'static str,
+    pub route: &'static RouteSpec,
+    pub envelope: Envelope,
+    pub summary: &'static str,
+    /// Enabled when the store has no override.
+    pub enabled: bool,
+    pub free_trial_only: bool,
+    pub audio: Audio,
+    pub deadline_seconds: u64,
+    pub expected_seconds: u64,
+    pub transforms: &'static [(&'static str, Transform)],
+    pub pixel_limits: &'static [(&'static str, PixelRange)],
+    /// `(field, default as JSON, send upstream when absent)`.
+    pub defaults: &'static [(&'static str, &'static str, bool)],
+    pub billing: BillingRule,
+    pub limits_json: &'static str,
+    pub canonical_schema: &'static str,
+    pub published_schema: &'static str,
+}
+
+impl ModelSpec {
+    /// Looks a model up by public id.
+    pub fn find(id: &str) -> Option<&'static ModelSpec> {
+        MODELS.iter().find(|m| m.id == id)
+    }
+
+    /// The endpoint that accepts this model's operation.
+    pub fn endpoint(&self) -> &'static EndpointSpec {
+        EndpointSpec::of(self.operation)
+    }
+
+    /// The default of `field` as JSON text, if the spec gives one.
+    pub fn default_of(&self, field: &str) -> Option<&'static str> {
+        self.defaults
+            .iter()
+            .find(|(f, _, _)| *f == field)
+            .map(|(_, v, _)| *v)
+    }
+}
+
+impl EndpointSpec {
+    /// The endpoint that accepts `operation`; the spec check guarantees exactly one.
+    pub fn of(operation: OperationId) -> &'static EndpointSpec {
+        ENDPOINTS
+            .iter()
+            .find(|e| e.operations.contains(&operation))
+            .unwrap_or(&ENDPOINTS[0])
+    }
+}
+
+/// The resolution tier (`720P`) of a `W*H` size.
+pub fn tier_of_size(size: &str) -> Option<&'static str> {
+    SIZE_TIERS
+        .iter()
+        .find(|(_, sizes)| sizes.contains(&size))
+        .map(|(tier, _)| *tier)
+}
+
+/// `(tier, ratio)` of a `W*H` size in the ratio table.
+pub fn ratio_of_size(size: &str) -> Option<(&'static str, &'static str)> {
+    RATIO_SIZES
+        .iter()
+        .find(|(_, _, s)| *s == size)
+        .map(|(tier, ratio, _)| (*tier, *ratio))
+}
+
+/// Writes every published schema and the OpenAPI document under `dir`.
+pub fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
+    let write = |path: std::path::PathBuf, text: &str| -> std::io::Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)
+    };
+    for op in OPERATIONS {
+        write(
+            dir.join("operations").join(format!("{}.json", op.name)),
+            op.published_schema,
+        )?;
+    }
+    for model in MODELS {
+        write(
+            dir.join("models").join(format!("{}.json", model.id)),
+            model.published_schema,
+        )?;
+    }
+    write(dir.join("openapi.json"), OPENAPI_JSON)
+}

@@ -1,0 +1,101 @@
+//! Deployment configuration (YAML, `--config FILE`); every field has a default so the gateway starts
+//! without a file. Upstream keys are read from environment variables the config names, never from files.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// HTTP worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Upstream per region: base URL and the environment variable holding that region's key(s).
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// Environment variable holding the admin API token; the admin API is off when it is unset.
+    pub admin_token_env: String,
+    pub poller: PollerConfig,
+    pub limits: LimitsConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// e.g. `https://upstream-cn.example` (the gateway appends `/api/v1`).
+    pub base_url: String,
+    /// Environment variable with the region's API key; several keys may be given separated by commas.
+    pub api_key_env: String,
+    /// Seconds before an upstream call is abandoned.
+    #[serde(default = "default_upstream_timeout")]
+    pub timeout_seconds: u64,
+}
+
+fn default_upstream_timeout() -> u64 {
+    30
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PollerConfig {
+    /// Task queries per second per upstream key.
+    pub queries_per_second: u32,
+    /// Shortest and longest pause between two queries about one task, in milliseconds.
+    pub min_interval_ms: u64,
+    pub max_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Unfinished tasks one account may have.
+    pub max_in_flight_per_account: usize,
+    /// Requests per second per key, with a burst of the same size.
+    pub requests_per_second_per_key: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./mediagate-data"),
+            max_body_bytes: 10 * 1024 * 1024,
+            workers: 0,
+            upstreams: BTreeMap::new(),
+            admin_token_env: "MEDIAGATE_ADMIN_TOKEN".into(),
+            poller: PollerConfig::default(),
+            limits: LimitsConfig::default(),
+        }
+    }
+}
+
+impl Default for PollerConfig {
+    fn default() -> PollerConfig {
+        PollerConfig {
+            queries_per_second: 20,
+            min_interval_ms: 1000,
+            max_interval_ms: 15000,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> LimitsConfig {
+        LimitsConfig {
+            max_in_flight_per_account: 1000,
+            requests_per_second_per_key: 200,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a config file; unknown keys are errors with their line.
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,64 @@
+//! API-key authentication: `Authorization: Bearer K`, `x-api-key: K` or `x-alt-api-key: K`.
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+use std::future::{Ready, ready};
+
+/// The authenticated caller of a `/v1` route.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub account: String,
+    /// First characters of the key used, for the usage log.
+    pub key_prefix: String,
+}
+
+/// The key a request presents, from whichever of the three headers carries one.
+pub fn presented_key(req: &HttpRequest) -> Option<&str> {
+    let headers = req.headers();
+    let bearer = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        });
+    bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .or_else(|| headers.get("x-alt-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Result<Caller, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(authenticate(req))
+    }
+}
+
+fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+    let key = presented_key(req).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::missing_api_key,
+            "No API key: send `Authorization: Bearer <key>`, `x-api-key: <key>` or `x-alt-api-key: <key>`.",
+        )
+    })?;
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::internal("no app state"))?;
+    // A redb read transaction does not wait for writers, so this stays on the worker thread.
+    match state.store.key(key)? {
+        Some(record) if !record.revoked => Ok(Caller {
+            account: record.account,
+            key_prefix: record.prefix,
+        }),
+        _ => Err(ApiError::new(
+            ErrorCode::invalid_api_key,
+            "The API key is not valid or has been revoked.",
+        )),
+    }
+}

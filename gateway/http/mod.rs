@@ -1,0 +1,76 @@
+//! The HTTP edge: middleware, extractors and routes.
+
+pub mod auth;
+pub mod models;
+pub mod ops;
+pub mod request_id;
+pub mod submit;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+use actix_web::error::JsonPayloadError;
+use actix_web::{HttpRequest, web};
+
+/// Mounts every route with the shared state and the JSON body rules.
+pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig) + Clone {
+    move |cfg: &mut web::ServiceConfig| {
+        let limit = state.config.max_body_bytes;
+        cfg.app_data(state.clone())
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(limit)
+                    .error_handler(json_error),
+            )
+            .app_data(
+                web::PathConfig::default().error_handler(|e, _| {
+                    ApiError::new(ErrorCode::not_found, e.to_string()).into()
+                }),
+            )
+            .configure(ops::configure)
+            .configure(models::configure)
+            .configure(crate::catalog::configure_submit_routes)
+            .default_service(web::to(not_found));
+    }
+}
+
+/// Each way a body can be unreadable gets its own code.
+fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
+    let api = match &error {
+        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::new(
+            ErrorCode::payload_too_large,
+            format!("The body is {length} bytes; the limit is {limit}."),
+        ),
+        JsonPayloadError::Overflow { limit } => ApiError::new(
+            ErrorCode::payload_too_large,
+            format!("The body is larger than the limit of {limit} bytes."),
+        ),
+        JsonPayloadError::ContentType => ApiError::new(
+            ErrorCode::unsupported_media_type,
+            "Send the body as `Content-Type: application/json`.",
+        ),
+        JsonPayloadError::Deserialize(e) => ApiError::new(
+            ErrorCode::invalid_json,
+            format!("The body is not valid JSON: {e}"),
+        ),
+        other => ApiError::new(
+            ErrorCode::invalid_json,
+            format!("The body could not be read: {other}"),
+        ),
+    };
+    api.into()
+}
+
+async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::new(
+        ErrorCode::not_found,
+        format!("No route for {} {}.", req.method(), req.path()),
+    ))
+}
+
+/// A known path asked with the wrong method.
+pub async fn method_not_allowed(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::new(
+        ErrorCode::method_not_allowed,
+        format!("{} does not accept {}.", req.path(), req.method()),
+    ))
+}

@@ -1,0 +1,64 @@
+//! `GET /v1/models`, `GET /v1/models/{id}` and `GET /v1/models/{id}/schema`.
+
+use crate::catalog::{BillingRule, ModelSpec};
+use crate::error::ApiError;
+use crate::http::auth::Caller;
+use crate::state::AppState;
+use actix_web::{HttpResponse, web};
+use serde_json::{Value, json};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/models", web::get().to(list))
+        .route("/v1/models/{model}", web::get().to(get))
+        .route("/v1/models/{model}/schema", web::get().to(schema));
+}
+
+async fn list(_: Caller, state: web::Data<AppState>) -> HttpResponse {
+    let data: Vec<Value> = state.registry.enabled_models().map(describe).collect();
+    HttpResponse::Ok().json(json!({"object": "list", "data": data}))
+}
+
+async fn get(
+    _: Caller,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(describe(state.registry.enabled(&id)?)))
+}
+
+async fn schema(
+    _: Caller,
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let model = state.registry.enabled(&id)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/schema+json")
+        .body(model.published_schema))
+}
+
+/// The public view of a model record.
+pub fn describe(model: &ModelSpec) -> Value {
+    let limits: Value = serde_json::from_str(model.limits_json).unwrap_or_else(|_| json!({}));
+    let billing = match model.billing {
+        BillingRule::PerSecond { .. } => "per_second",
+        BillingRule::PerImage { .. } => "per_image",
+        BillingRule::PerCall { .. } => "per_call",
+        BillingRule::PerToken { .. } => "per_token",
+    };
+    json!({
+        "id": model.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "mediagate",
+        "type": model.media.as_str(),
+        "operation": model.operation.as_str(),
+        "endpoint": model.endpoint().path,
+        "task_mode": model.task_mode.as_str(),
+        "region": model.region,
+        "summary": model.summary,
+        "free_trial_only": model.free_trial_only,
+        "billing_basis": billing,
+        "limits": limits,
+    })
+}

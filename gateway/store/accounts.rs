@@ -1,0 +1,150 @@
+//! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
+
+use super::{ACCOUNTS, KEYS, Store, StoreError, decode, encode};
+use rand::RngCore;
+use redb::{ReadableDatabase, ReadableTable};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Account {
+    pub name: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub account: String,
+    /// The first characters of the key, safe to show and log.
+    pub prefix: String,
+    pub created_at: String,
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// The stored form of a key.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn now() -> String {
+    chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+impl Store {
+    /// Creates the account if it does not exist yet; returns it either way.
+    pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        let tx = self.db().begin_write()?;
+        let account = {
+            let mut table = tx.open_table(ACCOUNTS)?;
+            let existing = table
+                .get(name)?
+                .map(|v| decode::<Account>(v.value()))
+                .transpose()?;
+            match existing {
+                Some(account) => account,
+                None => {
+                    let account = Account {
+                        name: name.to_string(),
+                        created_at: now(),
+                    };
+                    table.insert(name, encode(&account)?.as_slice())?;
+                    account
+                }
+            }
+        };
+        tx.commit()?;
+        Ok(account)
+    }
+
+    pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(ACCOUNTS)?;
+        table.get(name)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// Creates a key for `account` (creating the account too) and returns the plain key, once.
+    pub fn create_key(&self, account: &str) -> Result<String, StoreError> {
+        let mut bytes = [0u8; 24];
+        rand::rng().fill_bytes(&mut bytes);
+        let key = format!("mg-{}", hex::encode(bytes));
+        self.insert_key(account, &key)?;
+        Ok(key)
+    }
+
+    /// Stores a key chosen by the caller (`mediagate demo --api-key`); an existing key is left as it is.
+    pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        self.ensure_account(account)?;
+        let hash = hash_key(key);
+        let tx = self.db().begin_write()?;
+        {
+            let mut table = tx.open_table(KEYS)?;
+            if table.get(hash.as_slice())?.is_none() {
+                let prefix: String = key.chars().take(8).collect();
+                let record = KeyRecord {
+                    account: account.to_string(),
+                    prefix,
+                    created_at: now(),
+                    revoked: false,
+                };
+                table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The key's record, if the key exists (revoked or not).
+    pub fn key(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(KEYS)?;
+        table
+            .get(hash_key(key).as_slice())?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    /// Every key of an account, by prefix only.
+    pub fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(KEYS)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let record: KeyRecord = decode(row?.1.value())?;
+            if record.account == account {
+                out.push(record);
+            }
+        }
+        out.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then(a.prefix.cmp(&b.prefix))
+        });
+        Ok(out)
+    }
+
+    /// Revokes the account's keys starting with `prefix`; returns how many.
+    pub fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
+        let tx = self.db().begin_write()?;
+        let mut count = 0;
+        {
+            let mut table = tx.open_table(KEYS)?;
+            let mut hits = Vec::new();
+            for row in table.iter()? {
+                let (k, v) = row?;
+                let record: KeyRecord = decode(v.value())?;
+                if record.account == account && record.prefix.starts_with(prefix) && !record.revoked
+                {
+                    hits.push((k.value().to_vec(), record));
+                }
+            }
+            for (hash, mut record) in hits {
+                record.revoked = true;
+                table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
+                count += 1;
+            }
+        }
+        tx.commit()?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,3 @@
+//! Everything that talks to the upstream: the envelope renderer, the HTTP client and the error mapping.
+
+pub mod envelope;
