@@ -17,6 +17,8 @@ pub struct Config {
     pub workers: usize,
     /// Upstream per region: base URL and the environment variable holding that region's key(s).
     pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// Pins a model to a region's upstream; start-up refuses any pin that differs from the model's own region.
+    pub model_regions: BTreeMap<String, String>,
     /// Environment variable holding the admin API token; the admin API is off when it is unset.
     pub admin_token_env: String,
     pub poller: PollerConfig,
@@ -66,6 +68,7 @@ impl Default for Config {
             max_body_bytes: 10 * 1024 * 1024,
             workers: 0,
             upstreams: BTreeMap::new(),
+            model_regions: BTreeMap::new(),
             admin_token_env: "MEDIAGATE_ADMIN_TOKEN".into(),
             poller: PollerConfig::default(),
             limits: LimitsConfig::default(),

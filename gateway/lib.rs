@@ -6,10 +6,13 @@
 pub mod admission;
 pub mod catalog;
 pub mod config;
+// pub mod demo; (re-enabled once the simulator crate lands)
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod tasks;
 pub mod upstream;
 pub mod validate;

@@ -21,6 +21,10 @@ struct Cli {
 enum Command {
     /// Run the gateway.
     Serve(ServeArgs),
+    /// Run the gateway and a simulated upstream in one process, on an embedded store: no other service.
+    Demo(DemoArgs),
+    /// Run the upstream simulator alone (upstream-protocol.md), one base URL per region under it.
+    Simulate(SimulateArgs),
     /// Manage API keys directly in a data dir (the gateway may be stopped).
     Keys {
         #[command(subcommand)]
@@ -44,6 +48,34 @@ struct ServeArgs {
     /// Directory of the store; overrides the config.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    #[arg(long, default_value = "./mediagate-demo")]
+    data_dir: PathBuf,
+    /// The demo account's key; a random one is made (and kept in the data dir) when absent.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Multiplies the simulator's job durations (1.0: a few seconds per job; 0 answers at once).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    listen: SocketAddr,
+    /// Where the simulator keeps its tasks; in memory when absent.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// The API key accepted in every region is `<key-prefix>-<region>`.
+    #[arg(long, default_value = "sim-key")]
+    key_prefix: String,
 }
 
 #[derive(Subcommand)]
@@ -72,10 +104,23 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(args) => {
             let config = load_config(&args)?;
+            let upstreams = mediagate::upstream::Upstreams::from_config(&config)?;
+            let listener = mediagate::server::bind(&config)
+                .map_err(|e| format!("bind {}: {e}", config.listen))?;
+            let state =
+                mediagate::server::build_state(config, upstreams).map_err(|e| e.to_string())?;
+            if let Ok(addr) = listener.local_addr() {
+                println!("mediagate listening on http://{addr}");
+            }
             actix_web::rt::System::new()
-                .block_on(mediagate::server::serve(config))
+                .block_on(mediagate::server::run(
+                    state,
+                    listener,
+                    |_: &mut actix_web::web::ServiceConfig| {},
+                ))
                 .map_err(|e| e.to_string())
         }
+        Command::Demo(_) | Command::Simulate(_) => Err("the demo needs the simulator crate".into()),
         Command::Keys {
             command: KeysCommand::Create { account, data_dir },
         } => {

@@ -3,29 +3,35 @@
 use crate::config::Config;
 use crate::state::AppState;
 use crate::store::Store;
+use crate::upstream::Upstreams;
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 
-/// Opens the store and serves until a shutdown signal; in-flight requests finish first.
-pub async fn serve(config: Config) -> std::io::Result<()> {
-    let state = build_state(config)?;
-    run(state).await
-}
-
-/// The shared state for a config: the store opened, the catalog compiled.
-pub fn build_state(config: Config) -> std::io::Result<web::Data<AppState>> {
+/// The shared state for a config: the store opened, the catalog compiled, the upstreams checked.
+pub fn build_state(config: Config, upstreams: Upstreams) -> std::io::Result<web::Data<AppState>> {
     let store = Store::open(&config.data_dir).map_err(std::io::Error::other)?;
-    let state = AppState::new(Arc::new(config), store).map_err(std::io::Error::other)?;
+    let state = AppState::new(Arc::new(config), store, upstreams).map_err(std::io::Error::other)?;
     Ok(web::Data::new(state))
 }
 
-/// Binds the configured address and serves.
-pub async fn run(state: web::Data<AppState>) -> std::io::Result<()> {
+/// Serves `state` on `listener` (plus any extra routes, e.g. the demo's simulator) until a shutdown
+/// signal; in-flight requests finish first and in-flight tasks stay in the store for the next start.
+pub async fn run(
+    state: web::Data<AppState>,
+    listener: std::net::TcpListener,
+    extra: impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
+) -> std::io::Result<()> {
     let config = state.config.clone();
+    if let Ok(tasks) = state.store.in_flight() {
+        crate::metrics::set_in_flight(tasks.len() as i64);
+    }
+    actix_web::rt::spawn(crate::tasks::poller::run(state.clone()));
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(middleware::from_fn(crate::http::metrics_middleware))
             .wrap(middleware::from_fn(crate::http::request_id::middleware))
+            .configure(extra.clone())
             .configure(crate::http::configure(app_state.clone()))
     })
     // Without TCP_NODELAY small responses wait for Nagle's algorithm (tens of ms at low rates).
@@ -38,10 +44,12 @@ pub async fn run(state: web::Data<AppState>) -> std::io::Result<()> {
     if config.workers > 0 {
         server = server.workers(config.workers);
     }
-    let server = server.bind(config.listen)?;
-    for addr in server.addrs() {
-        tracing::info!(%addr, "mediagate listening");
-        println!("mediagate listening on http://{addr}");
-    }
-    server.run().await
+    server.listen(listener)?.run().await
+}
+
+/// Binds the configured address.
+pub fn bind(config: &Config) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(config.listen)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }

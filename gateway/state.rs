@@ -3,21 +3,31 @@
 use crate::catalog::Registry;
 use crate::config::Config;
 use crate::store::Store;
+use crate::tasks::poller::Poller;
+use crate::upstream::Upstreams;
 use std::sync::Arc;
 
 pub struct AppState {
     pub config: Arc<Config>,
     pub store: Store,
     pub registry: Registry,
+    pub upstreams: Upstreams,
+    pub poller: Poller,
 }
 
 impl AppState {
-    pub fn new(config: Arc<Config>, store: Store) -> Result<AppState, String> {
+    pub fn new(
+        config: Arc<Config>,
+        store: Store,
+        upstreams: Upstreams,
+    ) -> Result<AppState, String> {
         let switches = store.model_switches().map_err(|e| e.to_string())?;
         Ok(AppState {
             config,
             store,
             registry: Registry::new(switches)?,
+            upstreams,
+            poller: Poller::default(),
         })
     }
 }

@@ -392,6 +392,7 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
         m.deadline_seconds,
         m.expected_seconds,
     );
+    let inspection = m.data_inspection;
     let transforms = m.transforms.iter().map(|(f, t)| {
         let t = transform(*t);
         quote! { (#f, #t) }
@@ -413,7 +414,7 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
         ModelSpec {
             id: #id, model_code: #code, operation: OperationId::#op, media: #media, task_mode: #mode,
             region: #region, route: &ROUTES[#route], envelope: #envelope, summary: #summary,
-            enabled: #enabled, free_trial_only: #free, audio: #audio,
+            enabled: #enabled, free_trial_only: #free, audio: #audio, data_inspection: #inspection,
             deadline_seconds: #deadline, expected_seconds: #expected,
             transforms: &[#(#transforms),*],
             pixel_limits: &[#(#pixels),*],

@@ -278,6 +278,9 @@ pub struct Model {
     pub summary: String,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Ask the upstream for its data inspection (`X-Upstream-DataInspection: enable`) on every call.
+    #[serde(default)]
+    pub data_inspection: bool,
     /// No paid calls: only the account's free-trial grant funds this model.
     #[serde(default)]
     pub free_trial_only: bool,

@@ -48,6 +48,13 @@ pub fn compact(value: Value) -> Value {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
+        // YAML `2` arrives as 2.0 through f64 bounds; list it as the integer it is.
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                json!(f as i64)
+            }
+            _ => Value::Number(n),
+        },
         other => other,
     }
 }

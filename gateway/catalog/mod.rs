@@ -169,6 +169,8 @@ pub struct ModelSpec {
     pub enabled: bool,
     pub free_trial_only: bool,
     pub audio: Audio,
+    /// Sends `X-Upstream-DataInspection: enable` (erase).
+    pub data_inspection: bool,
     pub deadline_seconds: u64,
     pub expected_seconds: u64,
     pub transforms: &'static [(&'static str, Transform)],

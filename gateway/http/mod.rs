@@ -5,6 +5,7 @@ pub mod models;
 pub mod ops;
 pub mod request_id;
 pub mod submit;
+pub mod tasks;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
@@ -28,6 +29,7 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
             )
             .configure(ops::configure)
             .configure(models::configure)
+            .configure(tasks::configure)
             .configure(crate::catalog::configure_submit_routes)
             .default_service(web::to(not_found));
     }
@@ -58,6 +60,22 @@ fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
         ),
     };
     api.into()
+}
+
+/// Records every request in the metrics, by matched route pattern.
+pub async fn metrics_middleware(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let started = std::time::Instant::now();
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+    let response = next.call(req).await?;
+    crate::metrics::request(
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    Ok(response)
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {

@@ -1,30 +1,208 @@
 //! `POST` on the submit endpoints: one generic handler for all of them, mounted by the generated route table.
+//!
+//! Order of checks: key (extractor), body readable (extractor), idempotency replay, admission (model,
+//! endpoint, schema, rules, typed struct), then the task is stored and forwarded.
 
-use crate::admission::admit;
-use crate::catalog::EndpointSpec;
+use crate::admission::{Admitted, admit};
+use crate::catalog::{EndpointSpec, Media, SyncResponse, TaskMode};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::http::request_id;
 use crate::state::AppState;
-use actix_web::{HttpResponse, web};
-use serde_json::Value;
+use crate::store::{IdempotencyRecord, TaskRecord, TaskStatus};
+use crate::tasks::{self, results};
+use crate::upstream::client;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 pub async fn submit(
     endpoint: web::Data<&'static EndpointSpec>,
     caller: Caller,
     state: web::Data<AppState>,
+    req: HttpRequest,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
     let endpoint: &'static EndpointSpec = endpoint.get_ref();
-    request_id::set(&request_id::generate(match endpoint.media {
-        crate::catalog::Media::Video => "vid-",
-        crate::catalog::Media::Image => "img-",
-    }));
-    let admitted = admit(&state.registry, endpoint, body.into_inner())?;
-    let _ = (caller, admitted);
-    Err(ApiError::new(
-        ErrorCode::upstream_unavailable,
-        "No upstream is configured for this model's region.",
-    )
-    .with_retry_after(60))
+    let request_id = request_id::generate(match endpoint.media {
+        Media::Video => "vid-",
+        Media::Image => "img-",
+    });
+    request_id::set(&request_id);
+    let body = body.into_inner();
+    let idempotency = idempotency(&req, &caller, &body)?;
+    if let Some((key, body_hash)) = &idempotency
+        && let Some(existing) = state.store.idempotency(key)?
+    {
+        return replay(&state, &caller, endpoint, body_hash, &existing);
+    }
+    let admitted = admit(&state.registry, endpoint, body)?;
+    let task = tasks::new_task(&caller, &admitted, &request_id);
+    let store = state.store.clone();
+    let stored = task.clone();
+    let idem = idempotency.clone().map(|(key, body_hash)| {
+        (
+            key,
+            IdempotencyRecord {
+                body_hash,
+                task_id: task.task_id.clone(),
+            },
+        )
+    });
+    let taken =
+        web::block(move || store.insert_task(&stored, idem.as_ref().map(|(k, r)| (k.as_str(), r))))
+            .await
+            .map_err(ApiError::internal)??;
+    if let (Some(existing), Some((_, body_hash))) = (taken, &idempotency) {
+        return replay(&state, &caller, endpoint, body_hash, &existing);
+    }
+    crate::metrics::task_accepted();
+    match admitted.model.task_mode {
+        TaskMode::Async => {
+            let task = tasks::forward_async(&state, task, &admitted).await?;
+            Ok(accepted(endpoint, &task))
+        }
+        TaskMode::Sync => run_sync(state, endpoint, task, &admitted).await,
+    }
+}
+
+fn accepted(endpoint: &EndpointSpec, task: &TaskRecord) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(endpoint.async_status).unwrap_or(StatusCode::OK))
+        .json(tasks::acceptance(task))
+}
+
+/// `(store key, body hash)` for a request carrying `Idempotency-Key`; keys are scoped to the account.
+fn idempotency(
+    req: &HttpRequest,
+    caller: &Caller,
+    body: &Value,
+) -> Result<Option<(String, String)>, ApiError> {
+    let Some(header) = req.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = header
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::invalid_idempotency_key,
+                "`Idempotency-Key` must be 1-255 visible ASCII characters.",
+            )
+        })?;
+    let body_hash = hex::encode(Sha256::digest(body.to_string()));
+    Ok(Some((format!("{}\n{key}", caller.account), body_hash)))
+}
+
+/// A retry with a used key: the original task if the body is the same, else a conflict.
+fn replay(
+    state: &AppState,
+    caller: &Caller,
+    endpoint: &EndpointSpec,
+    body_hash: &str,
+    existing: &IdempotencyRecord,
+) -> Result<HttpResponse, ApiError> {
+    if body_hash != existing.body_hash {
+        return Err(ApiError::new(
+            ErrorCode::idempotency_conflict,
+            "This Idempotency-Key was used with a different body; use a new key for a new request.",
+        ));
+    }
+    let task = tasks::owned_task(state, caller, &existing.task_id)?;
+    request_id::set(&task.request_id);
+    Ok(accepted(endpoint, &task))
+}
+
+/// Ends a synchronous task as `cancelled` if the handler is dropped mid-call (the client went away).
+struct DisconnectGuard {
+    state: Option<web::Data<AppState>>,
+    task_id: String,
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            let task_id = std::mem::take(&mut self.task_id);
+            actix_web::rt::spawn(async move {
+                let _ = tasks::finish(&state, &task_id, TaskStatus::Cancelled, |t| {
+                    t.error = Some(crate::store::TaskError {
+                        code: "client_disconnected".into(),
+                        message: "The client disconnected before the result was ready; nothing was charged.".into(),
+                    });
+                })
+                .await;
+            });
+        }
+    }
+}
+
+async fn run_sync(
+    state: web::Data<AppState>,
+    endpoint: &EndpointSpec,
+    task: TaskRecord,
+    admitted: &Admitted,
+) -> Result<HttpResponse, ApiError> {
+    let mut guard = DisconnectGuard {
+        state: Some(state.clone()),
+        task_id: task.task_id.clone(),
+    };
+    crate::metrics::upstream_call("create");
+    let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
+    guard.state = None;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            crate::metrics::upstream_error("create");
+            tasks::fail(
+                &state,
+                &task.task_id,
+                &error.code(),
+                "the upstream refused the request",
+            )
+            .await?;
+            return Err(error.into());
+        }
+    };
+    let output = answer.get("output").cloned().unwrap_or(Value::Null);
+    let found = results::results(&output, admitted.model.media);
+    let usage = answer.get("usage").cloned();
+    let (stored_results, stored_usage) = (found.clone(), usage.clone());
+    tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
+        t.results = stored_results;
+        t.usage = stored_usage;
+    })
+    .await?;
+    let body = match endpoint.sync_response {
+        SyncResponse::ImagesStandard => json!({
+            "created": chrono::Utc::now().timestamp(),
+            "data": found.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
+            "usage": usage.unwrap_or(Value::Null),
+        }),
+        SyncResponse::Upstream => upstream_shape(answer, &task.request_id),
+    };
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// The upstream's answer with the gateway's request id, and content items carrying `image_url`.
+fn upstream_shape(mut answer: Value, request_id: &str) -> Value {
+    if let Some(choices) = answer
+        .pointer_mut("/output/choices")
+        .and_then(Value::as_array_mut)
+    {
+        for item in choices
+            .iter_mut()
+            .filter_map(|c| c.pointer_mut("/message/content"))
+            .filter_map(Value::as_array_mut)
+            .flatten()
+        {
+            if let Some(object) = item.as_object_mut()
+                && let Some(url) = object.remove("image")
+            {
+                object.insert("image_url".into(), url);
+            }
+        }
+    }
+    answer["request_id"] = request_id.into();
+    answer
 }

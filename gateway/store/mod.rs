@@ -9,7 +9,7 @@ mod accounts;
 mod tasks;
 
 pub use accounts::{Account, KeyRecord, hash_key};
-pub use tasks::{TaskRecord, TaskStatus};
+pub use tasks::{IdempotencyRecord, TaskError, TaskRecord, TaskResult, TaskStatus};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Serialize, de::DeserializeOwned};

@@ -62,6 +62,14 @@ pub struct TaskError {
     pub message: String,
 }
 
+/// What an `Idempotency-Key` was first used for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the request body, hex.
+    pub body_hash: String,
+    pub task_id: String,
+}
+
 /// A task as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -101,26 +109,33 @@ pub struct TaskRecord {
 }
 
 impl Store {
-    /// Stores a new task, and its idempotency record when there is one, in one transaction.
+    /// Stores a new task, and its idempotency record when there is one, in one transaction. If the
+    /// idempotency key is already taken nothing is written and the existing record is returned.
     pub fn insert_task(
         &self,
         task: &TaskRecord,
-        idempotency: Option<(&str, &[u8])>,
-    ) -> Result<(), StoreError> {
+        idempotency: Option<(&str, &IdempotencyRecord)>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let tx = self.db().begin_write()?;
         {
+            if let Some((key, record)) = idempotency {
+                let mut table = tx.open_table(IDEMPOTENCY)?;
+                let existing: Option<IdempotencyRecord> =
+                    table.get(key)?.map(|v| decode(v.value())).transpose()?;
+                if let Some(existing) = existing {
+                    return Ok(Some(existing));
+                }
+                table.insert(key, encode(record)?.as_slice())?;
+            }
             tx.open_table(TASKS)?
                 .insert(task.task_id.as_str(), encode(task)?.as_slice())?;
             if !task.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?
                     .insert(task.task_id.as_str(), ())?;
             }
-            if let Some((key, record)) = idempotency {
-                tx.open_table(IDEMPOTENCY)?.insert(key, record)?;
-            }
         }
         tx.commit()?;
-        Ok(())
+        Ok(None)
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -174,9 +189,9 @@ impl Store {
     }
 
     /// The idempotency record stored under `key`.
-    pub fn idempotency(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         let tx = self.db().begin_read()?;
         let table = tx.open_table(IDEMPOTENCY)?;
-        Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        table.get(key)?.map(|v| decode(v.value())).transpose()
     }
 }

@@ -1,3 +1,8 @@
 //! Everything that talks to the upstream: the envelope renderer, the HTTP client and the error mapping.
 
+pub mod client;
 pub mod envelope;
+pub mod errors;
+
+pub use client::{RegionUpstream, Upstreams};
+pub use errors::UpstreamError;

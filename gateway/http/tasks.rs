@@ -1,0 +1,31 @@
+//! `GET /v1/tasks/{task_id}` and `POST /v1/tasks/{task_id}/cancel`, scoped to the caller's account.
+
+use crate::error::ApiError;
+use crate::http::auth::Caller;
+use crate::state::AppState;
+use crate::tasks;
+use actix_web::{HttpResponse, web};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/tasks/{task_id}", web::get().to(get))
+        .route("/v1/tasks/{task_id}/cancel", web::post().to(cancel));
+}
+
+async fn get(
+    caller: Caller,
+    state: web::Data<AppState>,
+    task_id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let task = tasks::owned_task(&state, &caller, &task_id)?;
+    crate::http::request_id::set(&task.request_id);
+    Ok(HttpResponse::Ok().json(tasks::view(&task)))
+}
+
+async fn cancel(
+    caller: Caller,
+    state: web::Data<AppState>,
+    task_id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let task = tasks::cancel(&state, &caller, &task_id).await?;
+    Ok(HttpResponse::Ok().json(tasks::view(&task)))
+}

@@ -1,0 +1,155 @@
+//! Prometheus metrics (`GET /metrics`): requests by route and status, latency, upstream calls and errors,
+//! tasks by terminal state, poll lag.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+struct Metrics {
+    registry: Registry,
+    requests: Family<RouteLabels, Counter>,
+    latency: Family<KindLabels, Histogram>,
+    upstream_calls: Family<KindLabels, Counter>,
+    upstream_errors: Family<KindLabels, Counter>,
+    tasks_finished: Family<KindLabels, Counter>,
+    tasks_in_flight: Gauge,
+    poll_lag: Histogram,
+}
+
+fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let mut registry = Registry::with_prefix("mediagate");
+        let requests = Family::<RouteLabels, Counter>::default();
+        let latency = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+        });
+        let upstream_calls = Family::<KindLabels, Counter>::default();
+        let upstream_errors = Family::<KindLabels, Counter>::default();
+        let tasks_finished = Family::<KindLabels, Counter>::default();
+        let tasks_in_flight = Gauge::default();
+        let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by route",
+            latency.clone(),
+        );
+        registry.register(
+            "upstream_calls",
+            "Calls to the upstream by kind",
+            upstream_calls.clone(),
+        );
+        registry.register(
+            "upstream_errors",
+            "Failed upstream calls by kind",
+            upstream_errors.clone(),
+        );
+        registry.register(
+            "tasks_finished",
+            "Tasks that reached a terminal state, by state",
+            tasks_finished.clone(),
+        );
+        registry.register(
+            "tasks_in_flight",
+            "Tasks accepted and not yet terminal",
+            tasks_in_flight.clone(),
+        );
+        registry.register(
+            "poll_lag_seconds",
+            "How late task checks run against their schedule",
+            poll_lag.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            upstream_calls,
+            upstream_errors,
+            tasks_finished,
+            tasks_in_flight,
+            poll_lag,
+        }
+    })
+}
+
+pub fn request(route: &str, status: u16, seconds: f64) {
+    let m = metrics();
+    m.requests
+        .get_or_create(&RouteLabels {
+            route: route.to_string(),
+            status,
+        })
+        .inc();
+    m.latency
+        .get_or_create(&KindLabels {
+            kind: route.to_string(),
+        })
+        .observe(seconds);
+}
+
+pub fn upstream_call(kind: &str) {
+    metrics()
+        .upstream_calls
+        .get_or_create(&KindLabels {
+            kind: kind.to_string(),
+        })
+        .inc();
+}
+
+pub fn upstream_error(kind: &str) {
+    metrics()
+        .upstream_errors
+        .get_or_create(&KindLabels {
+            kind: kind.to_string(),
+        })
+        .inc();
+}
+
+pub fn task_accepted() {
+    metrics().tasks_in_flight.inc();
+}
+
+pub fn set_in_flight(count: i64) {
+    metrics().tasks_in_flight.set(count);
+}
+
+pub fn task_finished(status: crate::store::TaskStatus) {
+    let m = metrics();
+    m.tasks_finished
+        .get_or_create(&KindLabels {
+            kind: status.as_str().to_string(),
+        })
+        .inc();
+    m.tasks_in_flight.dec();
+}
+
+pub fn poll_lag(ms: i64) {
+    metrics().poll_lag.observe(ms.max(0) as f64 / 1000.0);
+}
+
+/// The text exposition format.
+pub fn render() -> String {
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, &metrics().registry);
+    out
+}

@@ -1,0 +1,273 @@
+//! Tasks: creating one for an admitted submission, forwarding it, reading it back, cancelling it. The
+//! poller (in `poller`) owns every task between acceptance and its terminal state.
+
+pub mod poller;
+pub mod results;
+
+use crate::admission::Admitted;
+use crate::catalog::TaskMode;
+use crate::error::{ApiError, ErrorCode};
+use crate::http::auth::Caller;
+use crate::state::AppState;
+use crate::store::{TaskError, TaskRecord, TaskStatus};
+use crate::upstream::{UpstreamError, client};
+use actix_web::web;
+use serde_json::{Value, json};
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn local_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// A new task record for an admitted submission, not yet forwarded.
+pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str) -> TaskRecord {
+    let now = now_ms();
+    let model = admitted.model;
+    TaskRecord {
+        task_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
+        request_id: request_id.to_string(),
+        account: caller.account.clone(),
+        key_prefix: caller.key_prefix.clone(),
+        model: model.id.to_string(),
+        operation: model.operation.as_str().to_string(),
+        media: model.media,
+        status: if model.task_mode == TaskMode::Async {
+            TaskStatus::Queued
+        } else {
+            TaskStatus::Running
+        },
+        created_at: local_time(now),
+        created_ms: now,
+        updated_ms: now,
+        finished_ms: None,
+        upstream_task_id: None,
+        next_poll_ms: now,
+        polls: 0,
+        deadline_ms: now + (model.deadline_seconds as i64) * 1000,
+        results: Vec::new(),
+        usage: None,
+        error: None,
+        billing: Value::Null,
+    }
+}
+
+/// The acceptance object of an asynchronous submission (service spec section 2.4).
+pub fn acceptance(task: &TaskRecord) -> Value {
+    json!({
+        "task_id": task.task_id,
+        "request_id": task.request_id,
+        "status": TaskStatus::Queued.as_str(),
+        "message": format!("Task accepted. Poll GET /v1/tasks/{} until status is success, failed, timeout or cancelled.", task.task_id),
+        "created_at": task.created_at,
+    })
+}
+
+/// Forwards an async task whose record is already stored, and records the upstream's task id.
+/// A refused forward ends the task as `failed` before the client hears of it.
+pub async fn forward_async(
+    state: &web::Data<AppState>,
+    task: TaskRecord,
+    admitted: &Admitted,
+) -> Result<TaskRecord, ApiError> {
+    let answer = create_with_retry(state, admitted).await;
+    let store = state.store.clone();
+    let task_id = task.task_id.clone();
+    match answer {
+        Ok(answer) => {
+            let upstream_id = answer
+                .pointer("/output/task_id")
+                .and_then(Value::as_str)
+                .map(String::from);
+            let Some(upstream_id) = upstream_id else {
+                fail(
+                    state,
+                    &task_id,
+                    "UpstreamMalformed",
+                    "no task id in the upstream's answer",
+                )
+                .await?;
+                return Err(UpstreamError::Malformed("no task id".into()).into());
+            };
+            let first_poll =
+                now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
+            let updated = web::block(move || {
+                store.update_task(&task_id, &[TaskStatus::Queued], |t| {
+                    t.upstream_task_id = Some(upstream_id);
+                    t.next_poll_ms = first_poll;
+                    t.updated_ms = now_ms();
+                })
+            })
+            .await
+            .map_err(ApiError::internal)??;
+            let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
+            state.poller.schedule(&task.task_id, task.next_poll_ms);
+            Ok(task)
+        }
+        Err(error) => {
+            fail(
+                state,
+                &task_id,
+                &error.code(),
+                "the upstream refused the submission",
+            )
+            .await?;
+            Err(error.into())
+        }
+    }
+}
+
+/// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
+async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Value, UpstreamError> {
+    let mut delay = std::time::Duration::from_millis(100);
+    for attempt in 0.. {
+        match client::create(&state.upstreams, admitted.model, &admitted.envelope).await {
+            Err(e @ UpstreamError::Timeout) => return Err(e),
+            Err(e) if e.is_transient() && attempt < 2 => {
+                tracing::warn!(model = admitted.model.id, error = %e, attempt, "upstream create failed, retrying");
+                actix_web::rt::time::sleep(delay).await;
+                delay *= 4;
+            }
+            other => return other,
+        }
+    }
+    Err(UpstreamError::Timeout)
+}
+
+/// Ends a task as failed (compare-and-swap from any live state).
+pub async fn fail(
+    state: &AppState,
+    task_id: &str,
+    code: &str,
+    message: &str,
+) -> Result<Option<TaskRecord>, ApiError> {
+    let error = TaskError {
+        code: code.to_string(),
+        message: message.to_string(),
+    };
+    finish(state, task_id, TaskStatus::Failed, move |t| {
+        t.error = Some(error)
+    })
+    .await
+}
+
+/// Moves a live task to a terminal state exactly once; `None` if it had already ended.
+pub async fn finish(
+    state: &AppState,
+    task_id: &str,
+    status: TaskStatus,
+    change: impl FnOnce(&mut TaskRecord) + Send + 'static,
+) -> Result<Option<TaskRecord>, ApiError> {
+    let store = state.store.clone();
+    let id = task_id.to_string();
+    let finished = web::block(move || {
+        store.update_task(&id, &[TaskStatus::Queued, TaskStatus::Running], |t| {
+            let now = now_ms();
+            t.status = status;
+            t.updated_ms = now;
+            t.finished_ms = Some(now);
+            change(t);
+        })
+    })
+    .await
+    .map_err(ApiError::internal)??;
+    if let Some(task) = &finished {
+        crate::metrics::task_finished(task.status);
+    }
+    Ok(finished)
+}
+
+/// The client's view of a task.
+pub fn view(task: &TaskRecord) -> Value {
+    let mut out = json!({
+        "task_id": task.task_id,
+        "request_id": task.request_id,
+        "status": task.status.as_str(),
+        "model": task.model,
+        "operation": task.operation,
+        "type": task.media.as_str(),
+        "created_at": task.created_at,
+        "updated_at": local_time(task.updated_ms),
+    });
+    if let Some(finished) = task.finished_ms {
+        out["finished_at"] = local_time(finished).into();
+    }
+    if !task.results.is_empty() {
+        out["results"] = json!(task.results);
+    }
+    if let Some(usage) = &task.usage {
+        out["usage"] = usage.clone();
+    }
+    if let Some(error) = &task.error {
+        out["error"] = json!(error);
+    }
+    out
+}
+
+/// The caller's task, or a 404 that looks the same whether it is missing or someone else's.
+pub fn owned_task(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<TaskRecord, ApiError> {
+    match state.store.task(task_id)? {
+        Some(task) if task.account == caller.account => Ok(task),
+        _ => Err(
+            ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`."))
+                .with_param("task_id"),
+        ),
+    }
+}
+
+/// Cancels a task the upstream has not started; anything later is a 409.
+pub async fn cancel(
+    state: &web::Data<AppState>,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<TaskRecord, ApiError> {
+    let task = owned_task(state, caller, task_id)?;
+    let not_cancellable = |status: TaskStatus| {
+        ApiError::new(
+            ErrorCode::task_not_cancellable,
+            format!(
+                "Task `{task_id}` is {}; only a queued task can be cancelled.",
+                status.as_str()
+            ),
+        )
+        .with_param("task_id")
+    };
+    if task.status != TaskStatus::Queued {
+        return Err(not_cancellable(task.status));
+    }
+    if let Some(upstream_id) = &task.upstream_task_id {
+        let model = crate::catalog::ModelSpec::find(&task.model)
+            .ok_or_else(|| ApiError::internal("unknown model"))?;
+        let upstream = state.upstreams.region(model.region)?;
+        match client::cancel(upstream, upstream_id).await {
+            Ok(_) => {}
+            Err(UpstreamError::Answered { code, .. }) if code == "UnsupportedOperation" => {
+                return Err(not_cancellable(TaskStatus::Running));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let cancelled = finish(state, task_id, TaskStatus::Cancelled, |t| {
+        t.error = Some(TaskError {
+            code: "cancelled".into(),
+            message: "Cancelled by the client.".into(),
+        });
+    })
+    .await?;
+    match cancelled {
+        Some(task) => Ok(task),
+        None => Err(not_cancellable(owned_task(state, caller, task_id)?.status)),
+    }
+}
