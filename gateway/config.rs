@@ -23,6 +23,23 @@ pub struct Config {
     pub admin_token_env: String,
     pub poller: PollerConfig,
     pub limits: LimitsConfig,
+    pub billing: BillingConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BillingConfig {
+    /// The equivalent-usage baseline: micro-units per million output tokens. Each task freezes the value in
+    /// force when it is submitted, so changing it later recomputes nothing.
+    pub equivalent_micros_per_million_tokens: u64,
+}
+
+impl Default for BillingConfig {
+    fn default() -> BillingConfig {
+        BillingConfig {
+            equivalent_micros_per_million_tokens: 10_000_000,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -72,6 +89,7 @@ impl Default for Config {
             admin_token_env: "MEDIAGATE_ADMIN_TOKEN".into(),
             poller: PollerConfig::default(),
             limits: LimitsConfig::default(),
+            billing: BillingConfig::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! checks before anything is forwarded, `store` the durable state.
 
 pub mod admission;
+pub mod billing;
 pub mod catalog;
 pub mod config;
 // pub mod demo; (re-enabled once the simulator crate lands)

@@ -4,12 +4,14 @@
 //! endpoint, schema, rules, typed struct), then the task is stored and forwarded.
 
 use crate::admission::{Admitted, admit};
+use crate::billing::{TaskBilling, equivalent, pricing};
 use crate::catalog::{EndpointSpec, Media, SyncResponse, TaskMode};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::http::request_id;
 use crate::state::AppState;
-use crate::store::{IdempotencyRecord, TaskRecord, TaskStatus};
+use crate::store::ledger::Shortfall;
+use crate::store::{Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
 use crate::tasks::{self, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
@@ -38,9 +40,21 @@ pub async fn submit(
         return replay(&state, &caller, endpoint, body_hash, &existing);
     }
     let admitted = admit(&state.registry, endpoint, body)?;
-    let task = tasks::new_task(&caller, &admitted, &request_id);
+    let mut task = tasks::new_task(&caller, &admitted, &request_id);
+    let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
+    let billing = TaskBilling {
+        quoted,
+        units,
+        hold: Vec::new(),
+        baseline: state.config.billing.equivalent_micros_per_million_tokens,
+        settlement: None,
+    };
+    task.billing = serde_json::to_value(&billing).map_err(ApiError::internal)?;
+    let hold = Hold {
+        amount: quoted,
+        trial_only: admitted.model.free_trial_only,
+    };
     let store = state.store.clone();
-    let stored = task.clone();
     let idem = idempotency.clone().map(|(key, body_hash)| {
         (
             key,
@@ -50,12 +64,43 @@ pub async fn submit(
             },
         )
     });
-    let taken =
-        web::block(move || store.insert_task(&stored, idem.as_ref().map(|(k, r)| (k.as_str(), r))))
-            .await
-            .map_err(ApiError::internal)??;
-    if let (Some(existing), Some((_, body_hash))) = (taken, &idempotency) {
-        return replay(&state, &caller, endpoint, body_hash, &existing);
+    let (inserted, task) = web::block(move || {
+        let inserted = store.insert_task(
+            &mut task,
+            idem.as_ref().map(|(k, r)| (k.as_str(), r)),
+            Some(hold),
+        );
+        (inserted, task)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    match inserted? {
+        Inserted::Stored => {}
+        Inserted::Duplicate(existing) => {
+            let body_hash = idempotency
+                .as_ref()
+                .map(|(_, h)| h.as_str())
+                .unwrap_or_default();
+            return replay(&state, &caller, endpoint, body_hash, &existing);
+        }
+        Inserted::Shortfall(Shortfall::Insufficient { needed, available }) => {
+            return Err(ApiError::new(
+                ErrorCode::insufficient_balance,
+                format!(
+                    "This request costs {needed} micro-units; the account has {available} available. Top up and retry."
+                ),
+            ));
+        }
+        Inserted::Shortfall(Shortfall::TrialExhausted { needed, available }) => {
+            return Err(ApiError::new(
+                ErrorCode::free_trial_exhausted,
+                format!(
+                    "Model `{}` is free-trial only and the free trial is used up ({available} of the {needed} micro-units needed are left); it cannot be called on a paid basis.",
+                    admitted.model.id
+                ),
+            )
+            .with_param("model"));
+        }
     }
     crate::metrics::task_accepted();
     match admitted.model.task_mode {
@@ -168,20 +213,43 @@ async fn run_sync(
     let found = results::results(&output, admitted.model.media);
     let usage = answer.get("usage").cloned();
     let (stored_results, stored_usage) = (found.clone(), usage.clone());
-    tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
+    let finished = tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
         t.results = stored_results;
         t.usage = stored_usage;
     })
     .await?;
+    // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
+    let projected = finished.as_ref().and_then(|t| {
+        let billing: TaskBilling = serde_json::from_value(t.billing.clone()).ok()?;
+        let list_price = billing.settlement.as_ref()?.list_price;
+        equivalent::tokens(admitted.model, list_price, billing.baseline, usage.as_ref())
+    });
     let body = match endpoint.sync_response {
-        SyncResponse::ImagesStandard => json!({
-            "created": chrono::Utc::now().timestamp(),
-            "data": found.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
-            "usage": usage.unwrap_or(Value::Null),
-        }),
-        SyncResponse::Upstream => upstream_shape(answer, &task.request_id),
+        SyncResponse::ImagesStandard => {
+            let mut usage = usage.unwrap_or_else(|| json!({}));
+            if let (Some(tokens), Some(fields)) = (projected, usage.as_object_mut()) {
+                fields.insert("output_tokens".into(), tokens.into());
+                fields.insert("usage_basis".into(), "price_equivalent".into());
+            }
+            json!({
+                "created": chrono::Utc::now().timestamp(),
+                "data": found.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
+                "usage": usage,
+            })
+        }
+        SyncResponse::Upstream => {
+            let mut body = upstream_shape(answer, &task.request_id);
+            if let Some(tokens) = projected {
+                body["equivalent_usage"] = equivalent::object(tokens);
+            }
+            body
+        }
     };
-    Ok(HttpResponse::Ok().json(body))
+    let mut response = HttpResponse::Ok();
+    if projected.is_some() {
+        response.insert_header(("Cache-Control", "no-store"));
+    }
+    Ok(response.json(body))
 }
 
 /// The upstream's answer with the gateway's request id, and content items carrying `image_url`.

@@ -18,7 +18,17 @@ async fn get(
 ) -> Result<HttpResponse, ApiError> {
     let task = tasks::owned_task(&state, &caller, &task_id)?;
     crate::http::request_id::set(&task.request_id);
-    Ok(HttpResponse::Ok().json(tasks::view(&task)))
+    let mut body = tasks::view(&task);
+    // Image tasks on success carry the equivalent-usage projection; it is computed here, never stored.
+    match tasks::equivalent_usage(&task) {
+        Some(projection) => {
+            body["equivalent_usage"] = projection;
+            Ok(HttpResponse::Ok()
+                .insert_header(("Cache-Control", "no-store"))
+                .json(body))
+        }
+        None => Ok(HttpResponse::Ok().json(body)),
+    }
 }
 
 async fn cancel(

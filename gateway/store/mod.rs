@@ -6,10 +6,11 @@
 //! Calls block: request handlers reach the store through `web::block`.
 
 mod accounts;
+pub mod ledger;
 mod tasks;
 
 pub use accounts::{Account, KeyRecord, hash_key};
-pub use tasks::{IdempotencyRecord, TaskError, TaskRecord, TaskResult, TaskStatus};
+pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskResult, TaskStatus};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Serialize, de::DeserializeOwned};
@@ -24,6 +25,12 @@ pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tas
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
+/// Append-only ledger entries by sequence number.
+pub(crate) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger");
+/// Per account, the sums of its ledger entries per pot (kept in step with `LEDGER`).
+pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("funds");
+/// Usage log records by sequence number.
+pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 
 /// A store failure; the detail is logged, the client sees `internal_error`.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +75,9 @@ impl Store {
         tx.open_table(TASKS)?;
         tx.open_table(IN_FLIGHT)?;
         tx.open_table(IDEMPOTENCY)?;
+        tx.open_table(LEDGER)?;
+        tx.open_table(FUNDS)?;
+        tx.open_table(USAGE_LOG)?;
         tx.commit()?;
         Ok(Store { db: Arc::new(db) })
     }

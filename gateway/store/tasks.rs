@@ -1,6 +1,7 @@
 //! Task records. Every status change is a compare-and-swap inside one write transaction, so a task reaches
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
+use super::ledger::{self, EntryKind, Posting, Shortfall};
 use super::{IDEMPOTENCY, IN_FLIGHT, Store, StoreError, TASKS, decode, encode};
 use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,24 @@ pub struct TaskError {
     pub message: String,
 }
 
+/// Money to set aside for a new task.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    pub amount: i64,
+    /// Only the free-trial pot may fund it.
+    pub trial_only: bool,
+}
+
+/// What `insert_task` did.
+#[derive(Debug)]
+pub enum Inserted {
+    Stored,
+    /// The idempotency key was already used; nothing was written.
+    Duplicate(IdempotencyRecord),
+    /// The account cannot fund the hold; nothing was written.
+    Shortfall(Shortfall),
+}
+
 /// What an `Idempotency-Key` was first used for.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct IdempotencyRecord {
@@ -109,13 +128,14 @@ pub struct TaskRecord {
 }
 
 impl Store {
-    /// Stores a new task, and its idempotency record when there is one, in one transaction. If the
-    /// idempotency key is already taken nothing is written and the existing record is returned.
+    /// Stores a new task in one transaction with its idempotency record and the hold on the account's
+    /// funds. Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
     pub fn insert_task(
         &self,
-        task: &TaskRecord,
+        task: &mut TaskRecord,
         idempotency: Option<(&str, &IdempotencyRecord)>,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        hold: Option<Hold>,
+    ) -> Result<Inserted, StoreError> {
         let tx = self.db().begin_write()?;
         {
             if let Some((key, record)) = idempotency {
@@ -123,9 +143,29 @@ impl Store {
                 let existing: Option<IdempotencyRecord> =
                     table.get(key)?.map(|v| decode(v.value())).transpose()?;
                 if let Some(existing) = existing {
-                    return Ok(Some(existing));
+                    return Ok(Inserted::Duplicate(existing));
                 }
                 table.insert(key, encode(record)?.as_slice())?;
+            }
+            if let Some(hold) = hold {
+                let funds = ledger::funds_in(&tx, &task.account)?;
+                let split = match ledger::plan_hold(&funds, hold.amount, hold.trial_only) {
+                    Ok(split) => split,
+                    Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
+                };
+                let postings: Vec<Posting> = split
+                    .iter()
+                    .map(|(pot, amount)| Posting {
+                        account: task.account.clone(),
+                        kind: EntryKind::Hold,
+                        pot: *pot,
+                        delta: -amount,
+                        task_id: Some(task.task_id.clone()),
+                        note: task.model.clone(),
+                    })
+                    .collect();
+                ledger::append(&tx, &postings)?;
+                task.billing["hold"] = serde_json::to_value(&split)?;
             }
             tx.open_table(TASKS)?
                 .insert(task.task_id.as_str(), encode(task)?.as_slice())?;
@@ -135,7 +175,7 @@ impl Store {
             }
         }
         tx.commit()?;
-        Ok(None)
+        Ok(Inserted::Stored)
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -160,10 +200,15 @@ impl Store {
             match current {
                 Some(mut task) if expected.contains(&task.status) => {
                     change(&mut task);
-                    tasks.insert(task_id, encode(&task)?.as_slice())?;
                     if task.status.is_terminal() {
                         tx.open_table(IN_FLIGHT)?.remove(task_id)?;
+                        // Settlement rides in the transaction that makes the task terminal: exactly once.
+                        if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                            ledger::append(&tx, &postings)?;
+                            ledger::log_usage(&tx, &usage)?;
+                        }
                     }
+                    tasks.insert(task_id, encode(&task)?.as_slice())?;
                     Some(task)
                 }
                 _ => None,

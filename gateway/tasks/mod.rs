@@ -209,7 +209,27 @@ pub fn view(task: &TaskRecord) -> Value {
     if let Some(error) = &task.error {
         out["error"] = json!(error);
     }
+    if let Some(settlement) = crate::billing::summary(task) {
+        out["settlement"] = settlement;
+    }
     out
+}
+
+/// `equivalent_usage` of a task query: image tasks on `success` only.
+pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
+    if task.status != TaskStatus::Success || task.media != crate::catalog::Media::Image {
+        return None;
+    }
+    let model = crate::catalog::ModelSpec::find(&task.model)?;
+    let billing: crate::billing::TaskBilling = serde_json::from_value(task.billing.clone()).ok()?;
+    let list_price = billing.settlement?.list_price;
+    let tokens = crate::billing::equivalent::tokens(
+        model,
+        list_price,
+        billing.baseline,
+        task.usage.as_ref(),
+    )?;
+    Some(crate::billing::equivalent::object(tokens))
 }
 
 /// The caller's task, or a 404 that looks the same whether it is missing or someone else's.

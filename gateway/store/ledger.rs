@@ -1,0 +1,299 @@
+//! The ledger: append-only entries, each moving money into or out of one of an account's three pots. A
+//! pot's available amount is always the sum of its entries; `FUNDS` caches those sums and is updated in the
+//! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree.
+
+use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
+use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where money comes from, in funding order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pot {
+    FreeTrial,
+    Plan,
+    Balance,
+}
+
+impl Pot {
+    pub const FUNDING_ORDER: [Pot; 3] = [Pot::FreeTrial, Pot::Plan, Pot::Balance];
+}
+
+/// Available amounts of an account's pots, in micro-units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Funds {
+    pub free_trial: i64,
+    pub plan: i64,
+    pub balance: i64,
+}
+
+impl Funds {
+    pub fn get(&self, pot: Pot) -> i64 {
+        match pot {
+            Pot::FreeTrial => self.free_trial,
+            Pot::Plan => self.plan,
+            Pot::Balance => self.balance,
+        }
+    }
+
+    fn add(&mut self, pot: Pot, delta: i64) {
+        match pot {
+            Pot::FreeTrial => self.free_trial += delta,
+            Pot::Plan => self.plan += delta,
+            Pot::Balance => self.balance += delta,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    TopUp,
+    Grant,
+    Plan,
+    /// Pending: money set aside for a task (negative delta).
+    Hold,
+    /// Settles a hold: gives back what the task did not use (delta >= 0).
+    Post,
+    /// Cancels a hold: gives all of it back.
+    Void,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    pub account: String,
+    pub kind: EntryKind,
+    pub pot: Pot,
+    /// Change of the pot's available amount.
+    pub delta: i64,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    pub at_ms: i64,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// A draft entry; the ledger assigns sequence and time.
+#[derive(Debug, Clone)]
+pub struct Posting {
+    pub account: String,
+    pub kind: EntryKind,
+    pub pot: Pot,
+    pub delta: i64,
+    pub task_id: Option<String>,
+    pub note: String,
+}
+
+/// Why money could not be set aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shortfall {
+    /// Not enough in the pots the model may use.
+    Insufficient { needed: i64, available: i64 },
+    /// A free-trial-only model and the trial is used up.
+    TrialExhausted { needed: i64, available: i64 },
+}
+
+pub(crate) fn funds_in(tx: &WriteTransaction, account: &str) -> Result<Funds, StoreError> {
+    let table = tx.open_table(FUNDS)?;
+    Ok(table
+        .get(account)?
+        .map(|v| decode(v.value()))
+        .transpose()?
+        .unwrap_or_default())
+}
+
+/// Appends entries and updates the cached sums, inside the caller's transaction.
+pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), StoreError> {
+    if postings.is_empty() {
+        return Ok(());
+    }
+    let mut ledger = tx.open_table(LEDGER)?;
+    let mut funds_table = tx.open_table(FUNDS)?;
+    let mut seq = ledger.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+    let now = chrono::Utc::now().timestamp_millis();
+    for p in postings {
+        let entry = Entry {
+            seq,
+            account: p.account.clone(),
+            kind: p.kind,
+            pot: p.pot,
+            delta: p.delta,
+            task_id: p.task_id.clone(),
+            at_ms: now,
+            note: p.note.clone(),
+        };
+        ledger.insert(seq, encode(&entry)?.as_slice())?;
+        let mut funds: Funds = funds_table
+            .get(p.account.as_str())?
+            .map(|v| decode(v.value()))
+            .transpose()?
+            .unwrap_or_default();
+        funds.add(p.pot, p.delta);
+        if funds.get(p.pot) < 0 {
+            return Err(StoreError::new(format!(
+                "ledger: {} pot {:?} would go negative",
+                p.account, p.pot
+            )));
+        }
+        funds_table.insert(p.account.as_str(), encode(&funds)?.as_slice())?;
+        seq += 1;
+    }
+    Ok(())
+}
+
+/// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
+pub fn plan_hold(
+    funds: &Funds,
+    amount: i64,
+    trial_only: bool,
+) -> Result<Vec<(Pot, i64)>, Shortfall> {
+    let pots: &[Pot] = if trial_only {
+        &[Pot::FreeTrial]
+    } else {
+        &Pot::FUNDING_ORDER
+    };
+    let available: i64 = pots.iter().map(|p| funds.get(*p).max(0)).sum();
+    if available < amount {
+        return Err(if trial_only {
+            Shortfall::TrialExhausted {
+                needed: amount,
+                available,
+            }
+        } else {
+            Shortfall::Insufficient {
+                needed: amount,
+                available,
+            }
+        });
+    }
+    let mut left = amount;
+    let mut split = Vec::new();
+    for pot in pots {
+        let take = left.min(funds.get(*pot).max(0));
+        if take > 0 {
+            split.push((*pot, take));
+            left -= take;
+        }
+    }
+    Ok(split)
+}
+
+/// What `verify` found.
+#[derive(Debug, Serialize)]
+pub struct LedgerReport {
+    pub entries: u64,
+    pub accounts: usize,
+    /// Accounts whose cached funds differ from the sum of their entries, or whose pots are negative.
+    pub problems: Vec<String>,
+}
+
+impl Store {
+    /// Appends entries on their own (top-ups, grants, plans).
+    pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
+        let tx = self.db().begin_write()?;
+        append(&tx, postings)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(FUNDS)?;
+        Ok(table
+            .get(account)?
+            .map(|v| decode(v.value()))
+            .transpose()?
+            .unwrap_or_default())
+    }
+
+    /// Entries of one account (or all), oldest first.
+    pub fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(LEDGER)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let entry: Entry = decode(row?.1.value())?;
+            if account.is_none_or(|a| a == entry.account) {
+                out.push(entry);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Recomputes every account's pots from the entries and compares them with the cached sums.
+    pub fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
+        let tx = self.db().begin_read()?;
+        let ledger = tx.open_table(LEDGER)?;
+        let mut sums: BTreeMap<String, Funds> = BTreeMap::new();
+        let mut entries = 0;
+        let mut last_seq = 0;
+        let mut problems = Vec::new();
+        for row in ledger.iter()? {
+            let (seq, value) = row?;
+            let entry: Entry = decode(value.value())?;
+            if seq.value() <= last_seq {
+                problems.push(format!("entry {} out of order", seq.value()));
+            }
+            last_seq = seq.value();
+            sums.entry(entry.account.clone())
+                .or_default()
+                .add(entry.pot, entry.delta);
+            entries += 1;
+        }
+        let funds_table = tx.open_table(FUNDS)?;
+        let mut cached: BTreeMap<String, Funds> = BTreeMap::new();
+        for row in funds_table.iter()? {
+            let (account, value) = row?;
+            cached.insert(account.value().to_string(), decode(value.value())?);
+        }
+        for (account, sum) in &sums {
+            if cached.get(account) != Some(sum) {
+                problems.push(format!(
+                    "{account}: entries sum to {sum:?}, cached {:?}",
+                    cached.get(account)
+                ));
+            }
+            if sum.free_trial < 0 || sum.plan < 0 || sum.balance < 0 {
+                problems.push(format!("{account}: negative pot {sum:?}"));
+            }
+        }
+        for account in cached.keys().filter(|a| !sums.contains_key(*a)) {
+            problems.push(format!("{account}: cached funds without entries"));
+        }
+        Ok(LedgerReport {
+            entries,
+            accounts: sums.len(),
+            problems,
+        })
+    }
+
+    /// Usage-log records matching `filter`, oldest first.
+    pub fn usage(
+        &self,
+        filter: impl Fn(&serde_json::Value) -> bool,
+    ) -> Result<Vec<serde_json::Value>, StoreError> {
+        let tx = self.db().begin_read()?;
+        let table = tx.open_table(USAGE_LOG)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let record: serde_json::Value = decode(row?.1.value())?;
+            if filter(&record) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Appends a usage-log record inside the caller's transaction.
+pub(crate) fn log_usage(
+    tx: &WriteTransaction,
+    record: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let mut table = tx.open_table(USAGE_LOG)?;
+    let seq = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+    table.insert(seq, encode(record)?.as_slice())?;
+    Ok(())
+}
