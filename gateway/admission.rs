@@ -19,40 +19,24 @@ pub struct Admitted {
 }
 
 /// Runs every check in order; the first failing stage answers.
-pub fn admit(
-    registry: &Registry,
-    endpoint: &EndpointSpec,
-    body: Value,
-) -> Result<Admitted, ApiError> {
+pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Result<Admitted, ApiError> {
     if !registry.any_enabled(endpoint.media) {
         return Err(ApiError::new(
             ErrorCode::image_models_unavailable,
-            format!(
-                "No {} model is enabled, so {} cannot generate right now.",
-                endpoint.media.as_str(),
-                endpoint.path
-            ),
+            format!("No {} model is enabled, so {} cannot generate right now.", endpoint.media.as_str(), endpoint.path),
         )
         .with_retry_after(60));
     }
     let Value::Object(mut body) = body else {
-        return Err(ApiError::new(
-            ErrorCode::invalid_body,
-            "The body must be a JSON object.",
-        ));
+        return Err(ApiError::new(ErrorCode::invalid_body, "The body must be a JSON object."));
     };
     let model_id = match body.get("model") {
         Some(Value::String(id)) => id.clone(),
         Some(_) => {
-            return Err(
-                ApiError::new(ErrorCode::invalid_parameter, "`model` must be a string.")
-                    .with_param("model"),
-            );
+            return Err(ApiError::new(ErrorCode::invalid_parameter, "`model` must be a string.").with_param("model"));
         }
         None => {
-            return Err(
-                ApiError::new(ErrorCode::missing_model, "`model` is required.").with_param("model"),
-            );
+            return Err(ApiError::new(ErrorCode::missing_model, "`model` is required.").with_param("model"));
         }
     };
     let model = registry.enabled(&model_id)?;
@@ -69,31 +53,18 @@ pub fn admit(
         )
         .with_param("model"));
     }
-    registry
-        .validator(model)?
-        .validate(&mut body)
-        .map_err(ApiError::invalid)?;
+    registry.validator(model)?.validate(&mut body).map_err(ApiError::invalid)?;
     for (field, default, send) in model.defaults {
         if *send && !body.contains_key(*field) {
             let value = serde_json::from_str(default).map_err(ApiError::internal)?;
             body.insert((*field).to_string(), value);
         }
     }
-    let request =
-        OperationRequest::parse(model.operation, Value::Object(body.clone())).map_err(|e| {
-            ApiError::new(
-                ErrorCode::invalid_parameter,
-                format!("Invalid request: {e}"),
-            )
-        })?;
+    let request = OperationRequest::parse(model.operation, Value::Object(body.clone()))
+        .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, format!("Invalid request: {e}")))?;
     let mut envelope = EnvelopeBuilder::new(model);
-    request.render(&mut envelope).map_err(|e| {
-        ApiError::new(ErrorCode::invalid_parameter, e.to_string()).with_param(e.field)
-    })?;
-    Ok(Admitted {
-        model,
-        body,
-        request,
-        envelope: envelope.finish(),
-    })
+    request
+        .render(&mut envelope)
+        .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, e.to_string()).with_param(e.field))?;
+    Ok(Admitted { model, body, request, envelope: envelope.finish() })
 }

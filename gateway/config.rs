@@ -36,9 +36,7 @@ pub struct BillingConfig {
 
 impl Default for BillingConfig {
     fn default() -> BillingConfig {
-        BillingConfig {
-            equivalent_micros_per_million_tokens: 10_000_000,
-        }
+        BillingConfig { equivalent_micros_per_million_tokens: 10_000_000 }
     }
 }
 
@@ -96,20 +94,13 @@ impl Default for Config {
 
 impl Default for PollerConfig {
     fn default() -> PollerConfig {
-        PollerConfig {
-            queries_per_second: 20,
-            min_interval_ms: 1000,
-            max_interval_ms: 15000,
-        }
+        PollerConfig { queries_per_second: 20, min_interval_ms: 1000, max_interval_ms: 15000 }
     }
 }
 
 impl Default for LimitsConfig {
     fn default() -> LimitsConfig {
-        LimitsConfig {
-            max_in_flight_per_account: 1000,
-            requests_per_second_per_key: 200,
-        }
+        LimitsConfig { max_in_flight_per_account: 1000, requests_per_second_per_key: 200 }
     }
 }
 

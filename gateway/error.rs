@@ -88,13 +88,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            message: message.into(),
-            param: None,
-            violations: Vec::new(),
-            retry_after: None,
-        }
+        ApiError { code, message: message.into(), param: None, violations: Vec::new(), retry_after: None }
     }
 
     pub fn with_param(mut self, param: impl Into<String>) -> ApiError {
@@ -109,31 +103,15 @@ impl ApiError {
 
     /// A 400 listing every violation; `param` is the first one's field.
     pub fn invalid(violations: Vec<Violation>) -> ApiError {
-        let message = violations
-            .iter()
-            .map(|v| v.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        let param = violations
-            .first()
-            .map(|v| v.param.clone())
-            .filter(|p| !p.is_empty());
-        ApiError {
-            code: ErrorCode::invalid_parameter,
-            message,
-            param,
-            violations,
-            retry_after: None,
-        }
+        let message = violations.iter().map(|v| v.message.as_str()).collect::<Vec<_>>().join("; ");
+        let param = violations.first().map(|v| v.param.clone()).filter(|p| !p.is_empty());
+        ApiError { code: ErrorCode::invalid_parameter, message, param, violations, retry_after: None }
     }
 
     /// A failure of our own (store, task join); the detail goes to the log, not to the client.
     pub fn internal(detail: impl fmt::Display) -> ApiError {
         tracing::error!(request_id = %request_id::current(), error = %detail, "internal error");
-        ApiError::new(
-            ErrorCode::internal_error,
-            "The gateway failed to complete the request; it is safe to retry.",
-        )
+        ApiError::new(ErrorCode::internal_error, "The gateway failed to complete the request; it is safe to retry.")
     }
 }
 

@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the map: `catalog` is the spec compiled in, `http` the edge, `admission` the
 //! checks before anything is forwarded, `store` the durable state.
 
+pub mod admin_client;
 pub mod admission;
 pub mod billing;
 pub mod catalog;
@@ -10,6 +11,7 @@ pub mod config;
 // pub mod demo; (re-enabled once the simulator crate lands)
 pub mod error;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod server;
 pub mod state;

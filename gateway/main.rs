@@ -7,11 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "mediagate",
-    version,
-    about = "A spec-driven gateway in front of media-generation models"
-)]
+#[command(name = "mediagate", version, about = "A spec-driven gateway in front of media-generation models")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,6 +25,22 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Back-office jobs through the admin API of a running gateway.
+    Admin {
+        /// The gateway's address.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// The admin token.
+        #[arg(long, env = "MEDIAGATE_ADMIN_TOKEN", hide_env_values = true)]
+        token: String,
+        #[command(subcommand)]
+        command: mediagate::admin_client::AdminCommand,
+    },
+    /// Check a stopped gateway's ledger directly in its data dir.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
     },
     /// Write every operation schema, every model schema and openapi.json for client teams.
     Schemas {
@@ -79,6 +91,15 @@ struct SimulateArgs {
 }
 
 #[derive(Subcommand)]
+enum LedgerCommand {
+    /// Every balance must equal the sum of its entries, and no pot may be negative.
+    Verify {
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 enum KeysCommand {
     /// Create a key for an account (created if new) and print it, once, on its own line.
     Create {
@@ -105,33 +126,30 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Serve(args) => {
             let config = load_config(&args)?;
             let upstreams = mediagate::upstream::Upstreams::from_config(&config)?;
-            let listener = mediagate::server::bind(&config)
-                .map_err(|e| format!("bind {}: {e}", config.listen))?;
-            let state =
-                mediagate::server::build_state(config, upstreams).map_err(|e| e.to_string())?;
+            let listener = mediagate::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
+            let state = mediagate::server::build_state(config, upstreams).map_err(|e| e.to_string())?;
             if let Ok(addr) = listener.local_addr() {
                 println!("mediagate listening on http://{addr}");
             }
             actix_web::rt::System::new()
-                .block_on(mediagate::server::run(
-                    state,
-                    listener,
-                    |_: &mut actix_web::web::ServiceConfig| {},
-                ))
+                .block_on(mediagate::server::run(state, listener, |_: &mut actix_web::web::ServiceConfig| {}))
                 .map_err(|e| e.to_string())
         }
         Command::Demo(_) | Command::Simulate(_) => Err("the demo needs the simulator crate".into()),
-        Command::Keys {
-            command: KeysCommand::Create { account, data_dir },
-        } => {
+        Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
             let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let key = store.create_key(&account).map_err(|e| e.to_string())?;
             println!("{key}");
             Ok(())
         }
-        Command::Schemas { out } => {
-            mediagate::catalog::write_schemas(&out).map_err(|e| e.to_string())
+        Command::Admin { url, token, command } => mediagate::admin_client::run(&url, &token, command),
+        Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
+            let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
+            let report = store.verify_ledger().map_err(|e| e.to_string())?;
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }
+        Command::Schemas { out } => mediagate::catalog::write_schemas(&out).map_err(|e| e.to_string()),
     }
 }
 
@@ -152,9 +170,5 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEDIAGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .json()
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
 }

@@ -44,41 +44,13 @@ fn metrics() -> &'static Metrics {
         let tasks_finished = Family::<KindLabels, Counter>::default();
         let tasks_in_flight = Gauge::default();
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        registry.register(
-            "http_requests",
-            "HTTP requests by route and status",
-            requests.clone(),
-        );
-        registry.register(
-            "http_request_duration_seconds",
-            "HTTP request latency by route",
-            latency.clone(),
-        );
-        registry.register(
-            "upstream_calls",
-            "Calls to the upstream by kind",
-            upstream_calls.clone(),
-        );
-        registry.register(
-            "upstream_errors",
-            "Failed upstream calls by kind",
-            upstream_errors.clone(),
-        );
-        registry.register(
-            "tasks_finished",
-            "Tasks that reached a terminal state, by state",
-            tasks_finished.clone(),
-        );
-        registry.register(
-            "tasks_in_flight",
-            "Tasks accepted and not yet terminal",
-            tasks_in_flight.clone(),
-        );
-        registry.register(
-            "poll_lag_seconds",
-            "How late task checks run against their schedule",
-            poll_lag.clone(),
-        );
+        registry.register("http_requests", "HTTP requests by route and status", requests.clone());
+        registry.register("http_request_duration_seconds", "HTTP request latency by route", latency.clone());
+        registry.register("upstream_calls", "Calls to the upstream by kind", upstream_calls.clone());
+        registry.register("upstream_errors", "Failed upstream calls by kind", upstream_errors.clone());
+        registry.register("tasks_finished", "Tasks that reached a terminal state, by state", tasks_finished.clone());
+        registry.register("tasks_in_flight", "Tasks accepted and not yet terminal", tasks_in_flight.clone());
+        registry.register("poll_lag_seconds", "How late task checks run against their schedule", poll_lag.clone());
         Metrics {
             registry,
             requests,
@@ -94,35 +66,16 @@ fn metrics() -> &'static Metrics {
 
 pub fn request(route: &str, status: u16, seconds: f64) {
     let m = metrics();
-    m.requests
-        .get_or_create(&RouteLabels {
-            route: route.to_string(),
-            status,
-        })
-        .inc();
-    m.latency
-        .get_or_create(&KindLabels {
-            kind: route.to_string(),
-        })
-        .observe(seconds);
+    m.requests.get_or_create(&RouteLabels { route: route.to_string(), status }).inc();
+    m.latency.get_or_create(&KindLabels { kind: route.to_string() }).observe(seconds);
 }
 
 pub fn upstream_call(kind: &str) {
-    metrics()
-        .upstream_calls
-        .get_or_create(&KindLabels {
-            kind: kind.to_string(),
-        })
-        .inc();
+    metrics().upstream_calls.get_or_create(&KindLabels { kind: kind.to_string() }).inc();
 }
 
 pub fn upstream_error(kind: &str) {
-    metrics()
-        .upstream_errors
-        .get_or_create(&KindLabels {
-            kind: kind.to_string(),
-        })
-        .inc();
+    metrics().upstream_errors.get_or_create(&KindLabels { kind: kind.to_string() }).inc();
 }
 
 pub fn task_accepted() {
@@ -135,11 +88,7 @@ pub fn set_in_flight(count: i64) {
 
 pub fn task_finished(status: crate::store::TaskStatus) {
     let m = metrics();
-    m.tasks_finished
-        .get_or_create(&KindLabels {
-            kind: status.as_str().to_string(),
-        })
-        .inc();
+    m.tasks_finished.get_or_create(&KindLabels { kind: status.as_str().to_string() }).inc();
     m.tasks_in_flight.dec();
 }
 

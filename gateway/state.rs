@@ -2,6 +2,7 @@
 
 use crate::catalog::Registry;
 use crate::config::Config;
+use crate::limits::Limits;
 use crate::store::Store;
 use crate::tasks::poller::Poller;
 use crate::upstream::Upstreams;
@@ -13,21 +14,14 @@ pub struct AppState {
     pub registry: Registry,
     pub upstreams: Upstreams,
     pub poller: Poller,
+    pub limits: Limits,
 }
 
 impl AppState {
-    pub fn new(
-        config: Arc<Config>,
-        store: Store,
-        upstreams: Upstreams,
-    ) -> Result<AppState, String> {
+    pub fn new(config: Arc<Config>, store: Store, upstreams: Upstreams) -> Result<AppState, String> {
         let switches = store.model_switches().map_err(|e| e.to_string())?;
-        Ok(AppState {
-            config,
-            store,
-            registry: Registry::new(switches)?,
-            upstreams,
-            poller: Poller::default(),
-        })
+        let limits = Limits::new(&config.limits);
+        limits.restore(store.in_flight().map_err(|e| e.to_string())?.into_iter().map(|t| t.account));
+        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller: Poller::default(), limits })
     }
 }

@@ -9,193 +9,44 @@ use serde_json::{Value, json};
 /// Every seed model of the service spec: (id, operation, type, endpoint).
 const SEED: &[(&str, &str, &str, &str)] = &[
     ("alpha2.6-t2v_t2v", "t2v", "video", "/v1/videos/generations"),
-    (
-        "alpha2.5-t2v-preview_t2v",
-        "t2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.2-t2v-plus_t2v",
-        "t2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alphax2.1-t2v-turbo_t2v",
-        "t2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alphax2.1-t2v-plus_t2v",
-        "t2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.6-t2v-us_t2v",
-        "t2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.6-i2v-flash_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
+    ("alpha2.5-t2v-preview_t2v", "t2v", "video", "/v1/videos/generations"),
+    ("alpha2.2-t2v-plus_t2v", "t2v", "video", "/v1/videos/generations"),
+    ("alphax2.1-t2v-turbo_t2v", "t2v", "video", "/v1/videos/generations"),
+    ("alphax2.1-t2v-plus_t2v", "t2v", "video", "/v1/videos/generations"),
+    ("alpha2.6-t2v-us_t2v", "t2v", "video", "/v1/videos/generations"),
+    ("alpha2.6-i2v-flash_i2v", "i2v", "video", "/v1/videos/generations"),
     ("alpha2.6-i2v_i2v", "i2v", "video", "/v1/videos/generations"),
-    (
-        "alpha2.5-i2v-preview_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.2-i2v-flash_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.2-i2v-plus_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alphax2.1-i2v-turbo_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alphax2.1-i2v-plus_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.6-i2v-us_i2v",
-        "i2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.2-kf2v-flash_kf2v",
-        "kf2v",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alphax2.1-kf2v-plus_kf2v",
-        "kf2v",
-        "video",
-        "/v1/videos/generations",
-    ),
+    ("alpha2.5-i2v-preview_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alpha2.2-i2v-flash_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alpha2.2-i2v-plus_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alphax2.1-i2v-turbo_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alphax2.1-i2v-plus_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alpha2.6-i2v-us_i2v", "i2v", "video", "/v1/videos/generations"),
+    ("alpha2.2-kf2v-flash_kf2v", "kf2v", "video", "/v1/videos/generations"),
+    ("alphax2.1-kf2v-plus_kf2v", "kf2v", "video", "/v1/videos/generations"),
     ("alpha2.7-r2v", "r2v", "video", "/v1/videos/generations"),
-    (
-        "alpha2.6-r2v-flash_r2v",
-        "r2v",
-        "video",
-        "/v1/videos/generations",
-    ),
+    ("alpha2.6-r2v-flash_r2v", "r2v", "video", "/v1/videos/generations"),
     ("alpha2.6-r2v_r2v", "r2v", "video", "/v1/videos/generations"),
-    (
-        "alphax2.1-vace-plus_vace",
-        "vace",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "alpha2.1-vace-plus_vace",
-        "vace",
-        "video",
-        "/v1/videos/generations",
-    ),
-    (
-        "beta-image-2.0-pro_t2i",
-        "t2i",
-        "image",
-        "/v1/images/generations",
-    ),
-    (
-        "alphax-poster-generation-v1_poster",
-        "poster",
-        "image",
-        "/v1/images/generations",
-    ),
+    ("alphax2.1-vace-plus_vace", "vace", "video", "/v1/videos/generations"),
+    ("alpha2.1-vace-plus_vace", "vace", "video", "/v1/videos/generations"),
+    ("beta-image-2.0-pro_t2i", "t2i", "image", "/v1/images/generations"),
+    ("alphax-poster-generation-v1_poster", "poster", "image", "/v1/images/generations"),
     ("beta-image-plus", "t2i", "image", "/v1/images/generations"),
     ("alpha2.6-t2i", "t2i", "image", "/v1/images/generations"),
     ("beta-image-2.0-pro_i2i", "i2i", "image", "/v1/images/edits"),
-    (
-        "image-out-painting_outpaint",
-        "outpaint",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "alphax-sketch-to-image-lite_sketch",
-        "sketch",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "alphax-background-generation-v2_background",
-        "background",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "alphax-style-repaint-v1_style_repaint",
-        "style_repaint",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "alphax-virtualmodel_virtualmodel",
-        "virtualmodel",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "virtualmodel-v2_virtualmodel",
-        "virtualmodel",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "shoemodel-v1_shoemodel",
-        "shoemodel",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "image-instance-segmentation_segmentation",
-        "segmentation",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "image-erase-completion_erase",
-        "erase",
-        "image",
-        "/v1/images/edits",
-    ),
-    (
-        "alphax-x-painting_xpainting",
-        "xpainting",
-        "image",
-        "/v1/images/edits",
-    ),
+    ("image-out-painting_outpaint", "outpaint", "image", "/v1/images/edits"),
+    ("alphax-sketch-to-image-lite_sketch", "sketch", "image", "/v1/images/edits"),
+    ("alphax-background-generation-v2_background", "background", "image", "/v1/images/edits"),
+    ("alphax-style-repaint-v1_style_repaint", "style_repaint", "image", "/v1/images/edits"),
+    ("alphax-virtualmodel_virtualmodel", "virtualmodel", "image", "/v1/images/edits"),
+    ("virtualmodel-v2_virtualmodel", "virtualmodel", "image", "/v1/images/edits"),
+    ("shoemodel-v1_shoemodel", "shoemodel", "image", "/v1/images/edits"),
+    ("image-instance-segmentation_segmentation", "segmentation", "image", "/v1/images/edits"),
+    ("image-erase-completion_erase", "erase", "image", "/v1/images/edits"),
+    ("alphax-x-painting_xpainting", "xpainting", "image", "/v1/images/edits"),
 ];
 
-const ENDPOINTS: &[&str] = &[
-    "/v1/videos/generations",
-    "/v1/images/generations",
-    "/v1/images/edits",
-];
+const ENDPOINTS: &[&str] = &["/v1/videos/generations", "/v1/images/generations", "/v1/images/edits"];
 
 #[test]
 fn every_seed_model_is_listed_with_its_operation_type_and_endpoint() {
@@ -205,26 +56,17 @@ fn every_seed_model_is_listed_with_its_operation_type_and_endpoint() {
     assert_eq!(reply.json["object"], "list");
     let data = reply.json["data"].as_array().unwrap();
     for (id, op, kind, endpoint) in SEED {
-        let model = data
-            .iter()
-            .find(|m| m["id"] == *id)
-            .unwrap_or_else(|| panic!("{id} missing"));
+        let model = data.iter().find(|m| m["id"] == *id).unwrap_or_else(|| panic!("{id} missing"));
         assert_eq!(model["object"], "model", "{id}");
         assert_eq!(model["operation"], *op, "{id}");
         assert_eq!(model["type"], *kind, "{id}");
         assert_eq!(model["endpoint"], *endpoint, "{id}");
-        assert!(
-            model["task_mode"].is_string() && model["limits"].is_object(),
-            "{id}"
-        );
+        assert!(model["task_mode"].is_string() && model["limits"].is_object(), "{id}");
         let one = demo.get(&format!("/v1/models/{id}"));
         assert_eq!(one.json["id"], *id);
         let schema = demo.get(&format!("/v1/models/{id}/schema"));
         assert_eq!(schema.status, 200);
-        assert_eq!(
-            schema.json["$schema"],
-            "https://json-schema.org/draft/2020-12/schema"
-        );
+        assert_eq!(schema.json["$schema"], "https://json-schema.org/draft/2020-12/schema");
     }
     assert_eq!(demo.get("/v1/models/nope").code(), "model_not_found");
     let openapi = demo.request("GET", "/openapi.json", None, &[]);
@@ -239,11 +81,7 @@ fn each_wrong_endpoint_pairing_is_invalid_model_operation() {
         for endpoint in ENDPOINTS.iter().filter(|e| *e != home) {
             let reply = demo.post(endpoint, &json!({"model": id, "prompt": "x"}));
             assert_eq!(reply.status, 400, "{id} on {endpoint}");
-            assert_eq!(
-                reply.code(),
-                "invalid_model_operation",
-                "{id} on {endpoint}"
-            );
+            assert_eq!(reply.code(), "invalid_model_operation", "{id} on {endpoint}");
             assert_eq!(reply.param(), "model");
         }
     }
@@ -253,11 +91,7 @@ fn each_wrong_endpoint_pairing_is_invalid_model_operation() {
 fn any_of_the_three_headers_authenticates() {
     let demo = Demo::start();
     let bearer = format!("Bearer {KEY}");
-    for (name, value) in [
-        ("Authorization", bearer.as_str()),
-        ("x-api-key", KEY),
-        ("x-alt-api-key", KEY),
-    ] {
+    for (name, value) in [("Authorization", bearer.as_str()), ("x-api-key", KEY), ("x-alt-api-key", KEY)] {
         let reply = demo.request("GET", "/v1/models", None, &[(name, value)]);
         assert_eq!(reply.status, 200, "{name}");
     }
@@ -266,13 +100,7 @@ fn any_of_the_three_headers_authenticates() {
     let wrong = demo.request("GET", "/v1/models", None, &[("x-api-key", "nope")]);
     assert_eq!((wrong.status, wrong.code()), (401, "invalid_api_key"));
     // The key is checked before anything else, even a body that is not JSON.
-    let unauth = demo.raw(
-        "POST",
-        "/v1/videos/generations",
-        Some("{"),
-        "application/json",
-        &[],
-    );
+    let unauth = demo.raw("POST", "/v1/videos/generations", Some("{"), "application/json", &[]);
     assert_eq!(unauth.code(), "missing_api_key");
 }
 
@@ -283,64 +111,20 @@ fn unreadable_bodies_each_get_their_own_4xx() {
     let h = [("Authorization", auth.as_str())];
     let path = "/v1/videos/generations";
     let check = |reply: common::Reply, status: u16, code: &str| {
-        assert_eq!(
-            (reply.status, reply.code()),
-            (status, code),
-            "{:?}",
-            reply.json
-        );
+        assert_eq!((reply.status, reply.code()), (status, code), "{:?}", reply.json);
         assert_eq!(reply.json["error"]["type"].as_str().is_some(), true);
         let id = reply.header("x-request-id").unwrap();
         assert_eq!(reply.json["error"]["request_id"], id);
     };
-    check(
-        demo.raw("POST", path, Some("{not json"), "application/json", &h),
-        400,
-        "invalid_json",
-    );
-    check(
-        demo.raw("POST", path, Some("{}"), "text/plain", &h),
-        415,
-        "unsupported_media_type",
-    );
-    let big = format!(
-        "{{\"model\":\"alpha2.6-t2v_t2v\",\"prompt\":\"{}\"}}",
-        "a".repeat(11 * 1024 * 1024)
-    );
-    check(
-        demo.raw("POST", path, Some(&big), "application/json", &h),
-        413,
-        "payload_too_large",
-    );
-    check(
-        demo.raw("POST", path, Some("[1,2]"), "application/json", &h),
-        400,
-        "invalid_body",
-    );
-    check(
-        demo.raw(
-            "POST",
-            path,
-            Some("{\"prompt\":\"x\"}"),
-            "application/json",
-            &h,
-        ),
-        400,
-        "missing_model",
-    );
-    let typed = demo.post(
-        path,
-        &json!({"model": "alpha2.6-t2v_t2v", "prompt": "x", "duration": "five"}),
-    );
-    assert_eq!(
-        (typed.status, typed.code(), typed.param()),
-        (400, "invalid_parameter", "duration")
-    );
-    check(
-        demo.raw("GET", "/v1/nothing", None, "application/json", &h),
-        404,
-        "not_found",
-    );
+    check(demo.raw("POST", path, Some("{not json"), "application/json", &h), 400, "invalid_json");
+    check(demo.raw("POST", path, Some("{}"), "text/plain", &h), 415, "unsupported_media_type");
+    let big = format!("{{\"model\":\"alpha2.6-t2v_t2v\",\"prompt\":\"{}\"}}", "a".repeat(11 * 1024 * 1024));
+    check(demo.raw("POST", path, Some(&big), "application/json", &h), 413, "payload_too_large");
+    check(demo.raw("POST", path, Some("[1,2]"), "application/json", &h), 400, "invalid_body");
+    check(demo.raw("POST", path, Some("{\"prompt\":\"x\"}"), "application/json", &h), 400, "missing_model");
+    let typed = demo.post(path, &json!({"model": "alpha2.6-t2v_t2v", "prompt": "x", "duration": "five"}));
+    assert_eq!((typed.status, typed.code(), typed.param()), (400, "invalid_parameter", "duration"));
+    check(demo.raw("GET", "/v1/nothing", None, "application/json", &h), 404, "not_found");
 }
 
 /// `(model, body, the field an error must name)`: one violating request per rule of the spec.
@@ -348,63 +132,23 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str)> {
     let png = "https://m.example/a.png";
     let mp4 = "https://m.example/a.mp4";
     vec![
-        (
-            "alpha2.6-t2v_t2v",
-            json!({"prompt": "x", "duration": 40}),
-            "duration",
-        ),
-        (
-            "alpha2.6-t2v_t2v",
-            json!({"prompt": "x", "size": "1x1"}),
-            "size",
-        ),
-        (
-            "alpha2.6-t2v_t2v",
-            json!({"prompt": "x", "colour": "red"}),
-            "colour",
-        ),
+        ("alpha2.6-t2v_t2v", json!({"prompt": "x", "duration": 40}), "duration"),
+        ("alpha2.6-t2v_t2v", json!({"prompt": "x", "size": "1x1"}), "size"),
+        ("alpha2.6-t2v_t2v", json!({"prompt": "x", "colour": "red"}), "colour"),
         ("alpha2.6-t2v_t2v", json!({"duration": 5}), "prompt"),
         ("alpha2.6-i2v_i2v", json!({"prompt": "x"}), "image_url"),
-        (
-            "alpha2.6-i2v_i2v",
-            json!({"prompt": "x", "image_url": png, "img_url": png}),
-            "img_url",
-        ),
-        (
-            "alphax2.1-i2v-plus_i2v",
-            json!({"prompt": "x", "img_url": png, "template": "no-such"}),
-            "template",
-        ),
-        (
-            "alpha2.6-i2v_i2v",
-            json!({"prompt": "x", "img_url": png, "template": "flying"}),
-            "template",
-        ),
-        (
-            "alpha2.2-kf2v-flash_kf2v",
-            json!({"first_frame_url": png, "prompt": "x"}),
-            "last_frame_url",
-        ),
+        ("alpha2.6-i2v_i2v", json!({"prompt": "x", "image_url": png, "img_url": png}), "img_url"),
+        ("alphax2.1-i2v-plus_i2v", json!({"prompt": "x", "img_url": png, "template": "no-such"}), "template"),
+        ("alpha2.6-i2v_i2v", json!({"prompt": "x", "img_url": png, "template": "flying"}), "template"),
+        ("alpha2.2-kf2v-flash_kf2v", json!({"first_frame_url": png, "prompt": "x"}), "last_frame_url"),
         (
             "alpha2.6-r2v_r2v",
             json!({"prompt": "x", "reference_urls": [png, png, png, png, png, png]}),
             "reference_urls",
         ),
-        (
-            "alpha2.6-r2v_r2v",
-            json!({"prompt": "x", "reference_urls": [mp4, mp4, mp4, mp4, png]}),
-            "reference_urls",
-        ),
-        (
-            "alpha2.7-r2v",
-            json!({"prompt": "x", "reference_urls": [png]}),
-            "reference_urls",
-        ),
-        (
-            "alphax2.1-vace-plus_vace",
-            json!({"prompt": "x"}),
-            "function",
-        ),
+        ("alpha2.6-r2v_r2v", json!({"prompt": "x", "reference_urls": [mp4, mp4, mp4, mp4, png]}), "reference_urls"),
+        ("alpha2.7-r2v", json!({"prompt": "x", "reference_urls": [png]}), "reference_urls"),
+        ("alphax2.1-vace-plus_vace", json!({"prompt": "x"}), "function"),
         (
             "alphax2.1-vace-plus_vace",
             json!({"function": "image_reference", "prompt": "x", "ref_images_url": [png, png, png, png]}),
@@ -420,26 +164,10 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str)> {
             json!({"function": "video_repainting", "prompt": "x", "video_url": mp4}),
             "control_condition",
         ),
-        (
-            "beta-image-2.0-pro_i2i",
-            json!({"prompt": "x", "images": []}),
-            "images",
-        ),
-        (
-            "beta-image-2.0-pro_i2i",
-            json!({"prompt": "x", "images": [png, png, png, png]}),
-            "images",
-        ),
-        (
-            "alphax-poster-generation-v1_poster",
-            json!({"title": "t".repeat(31), "prompt_text_zh": "x"}),
-            "title",
-        ),
-        (
-            "alphax-style-repaint-v1_style_repaint",
-            json!({"image_url": png, "style_index": -1}),
-            "style_ref_url",
-        ),
+        ("beta-image-2.0-pro_i2i", json!({"prompt": "x", "images": []}), "images"),
+        ("beta-image-2.0-pro_i2i", json!({"prompt": "x", "images": [png, png, png, png]}), "images"),
+        ("alphax-poster-generation-v1_poster", json!({"title": "t".repeat(31), "prompt_text_zh": "x"}), "title"),
+        ("alphax-style-repaint-v1_style_repaint", json!({"image_url": png, "style_index": -1}), "style_ref_url"),
         (
             "alphax-style-repaint-v1_style_repaint",
             json!({"image_url": png, "style_index": 3, "style_ref_url": png}),
@@ -450,16 +178,8 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str)> {
             json!({"image": png, "prompt": "x", "noise_level": 1000}),
             "noise_level",
         ),
-        (
-            "alpha2.6-t2i",
-            json!({"prompt": "x", "size": "512*512"}),
-            "size",
-        ),
-        (
-            "beta-image-plus",
-            json!({"prompt": "x", "size": "1024*1024"}),
-            "size",
-        ),
+        ("alpha2.6-t2i", json!({"prompt": "x", "size": "512*512"}), "size"),
+        ("beta-image-plus", json!({"prompt": "x", "size": "1024*1024"}), "size"),
     ]
 }
 
@@ -474,10 +194,7 @@ fn each_rule_refuses_a_violating_request_naming_the_field() {
         assert_eq!(reply.code(), "invalid_parameter", "{model} {body}");
         let named = reply.json["error"]["violations"]
             .as_array()
-            .map(|v| {
-                v.iter()
-                    .any(|v| v["param"].as_str().is_some_and(|p| p.starts_with(param)))
-            })
+            .map(|v| v.iter().any(|v| v["param"].as_str().is_some_and(|p| p.starts_with(param))))
             .unwrap_or(false)
             || reply.param().starts_with(param);
         assert!(named, "{model}: expected `{param}` named in {}", reply.json);

@@ -23,15 +23,9 @@ pub struct Artifact {
 
 /// Everything generated from a spec: `generated.rs` plus the schemas under `schemas/`.
 pub fn artifacts(spec: &Spec) -> Vec<Artifact> {
-    let mut out = vec![Artifact {
-        path: "generated.rs".into(),
-        contents: rust::generate(spec),
-    }];
+    let mut out = vec![Artifact { path: "generated.rs".into(), contents: rust::generate(spec) }];
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
-    for (flavor, dir) in [
-        (Flavor::Published, "published"),
-        (Flavor::Canonical, "canonical"),
-    ] {
+    for (flavor, dir) in [(Flavor::Published, "published"), (Flavor::Canonical, "canonical")] {
         for (name, op) in &spec.operations {
             out.push(Artifact {
                 path: format!("schemas/{dir}/operations/{name}.json").into(),
@@ -45,10 +39,7 @@ pub fn artifacts(spec: &Spec) -> Vec<Artifact> {
             });
         }
     }
-    out.push(Artifact {
-        path: "schemas/openapi.json".into(),
-        contents: pretty(&openapi::openapi(spec)),
-    });
+    out.push(Artifact { path: "schemas/openapi.json".into(), contents: pretty(&openapi::openapi(spec)) });
     out
 }
 

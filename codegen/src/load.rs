@@ -3,9 +3,7 @@
 //! Every problem is reported as `file:line:column: message`, so a bad spec fails the build pointing at the
 //! line to fix.
 
-use crate::spec::{
-    EndpointsFile, Field, Limit, Model, ModelsFile, Operation, Rule, Slot, UpstreamFile,
-};
+use crate::spec::{EndpointsFile, Field, Limit, Model, ModelsFile, Operation, Rule, Slot, UpstreamFile};
 use serde_saphyr::Spanned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -22,14 +20,7 @@ pub struct SpecError {
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file.display(),
-            self.line,
-            self.column,
-            self.message
-        )
+        write!(f, "{}:{}:{}: {}", self.file.display(), self.line, self.column, self.message)
     }
 }
 
@@ -75,18 +66,12 @@ impl Spec {
         for path in yaml_files(&dir.join("operations"), &mut errors) {
             match read_yaml::<Operation>(&path, &mut files) {
                 Ok(op) => {
-                    let stem = path
-                        .file_stem()
-                        .and_then(|s| s.to_str())
-                        .unwrap_or_default();
+                    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
                     if stem != op.operation {
                         errors.push(at(
                             &path,
                             1,
-                            format!(
-                                "operation `{}` must live in operations/{}.yaml",
-                                op.operation, op.operation
-                            ),
+                            format!("operation `{}` must live in operations/{}.yaml", op.operation, op.operation),
                         ));
                     }
                     operation_files.insert(op.operation.clone(), path.clone());
@@ -116,42 +101,25 @@ impl Spec {
                 return Err(SpecErrors(errors));
             }
         };
-        let spec = Spec {
-            endpoints,
-            upstream,
-            operations,
-            models,
-            files,
-        };
-        let mut check = Checker {
-            spec: &spec,
-            errors,
-        };
+        let spec = Spec { endpoints, upstream, operations, models, files };
+        let mut check = Checker { spec: &spec, errors };
         check.endpoints(&endpoints_path);
         check.upstream(&upstream_path);
         for (name, op) in &spec.operations {
             check.operation(&operation_files[name], op);
         }
         check.models(&model_files);
-        if check.errors.is_empty() {
-            Ok(spec)
-        } else {
-            Err(SpecErrors(check.errors))
-        }
+        if check.errors.is_empty() { Ok(spec) } else { Err(SpecErrors(check.errors)) }
     }
 
     /// The endpoint that accepts `operation`.
     pub fn endpoint_of(&self, operation: &str) -> Option<&crate::spec::Endpoint> {
-        self.endpoints
-            .endpoints
-            .iter()
-            .find(|e| e.operations.iter().any(|o| o.value == operation))
+        self.endpoints.endpoints.iter().find(|e| e.operations.iter().any(|o| o.value == operation))
     }
 
     /// Every field an operation (including all of its variants) knows.
     pub fn all_fields<'a>(&'a self, op: &'a Operation) -> BTreeMap<&'a str, &'a Field> {
-        let mut all: BTreeMap<&str, &Field> =
-            op.fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let mut all: BTreeMap<&str, &Field> = op.fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
         if let Some(variants) = &op.variants {
             for case in variants.cases.values() {
                 all.extend(case.fields.iter().map(|(k, v)| (k.as_str(), v)));
@@ -162,21 +130,11 @@ impl Spec {
 }
 
 fn at(file: &Path, line: u64, message: String) -> SpecError {
-    SpecError {
-        file: file.to_path_buf(),
-        line,
-        column: 1,
-        message,
-    }
+    SpecError { file: file.to_path_buf(), line, column: 1, message }
 }
 
 fn spanned_at<T>(file: &Path, span: &Spanned<T>, message: String) -> SpecError {
-    SpecError {
-        file: file.to_path_buf(),
-        line: span.referenced.line(),
-        column: span.referenced.column(),
-        message,
-    }
+    SpecError { file: file.to_path_buf(), line: span.referenced.line(), column: span.referenced.column(), message }
 }
 
 fn yaml_files(dir: &Path, errors: &mut Vec<SpecError>) -> Vec<PathBuf> {
@@ -194,22 +152,13 @@ fn yaml_files(dir: &Path, errors: &mut Vec<SpecError>) -> Vec<PathBuf> {
     paths
 }
 
-fn read_yaml<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    files: &mut Vec<PathBuf>,
-) -> Result<T, SpecError> {
+fn read_yaml<T: serde::de::DeserializeOwned>(path: &Path, files: &mut Vec<PathBuf>) -> Result<T, SpecError> {
     files.push(path.to_path_buf());
-    let text =
-        std::fs::read_to_string(path).map_err(|e| at(path, 0, format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| at(path, 0, format!("cannot read: {e}")))?;
     serde_saphyr::from_str(&text).map_err(|e| {
         let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         let message = e.to_string().lines().next().unwrap_or_default().to_string();
-        SpecError {
-            file: path.to_path_buf(),
-            line,
-            column,
-            message,
-        }
+        SpecError { file: path.to_path_buf(), line, column, message }
     })
 }
 
@@ -226,10 +175,7 @@ impl Checker<'_> {
                 self.errors.push(at(
                     path,
                     1,
-                    format!(
-                        "endpoint `{}`: async_status must be 200, 201 or 202",
-                        endpoint.name
-                    ),
+                    format!("endpoint `{}`: async_status must be 200, 201 or 202", endpoint.name),
                 ));
             }
             for op in &endpoint.operations {
@@ -237,28 +183,21 @@ impl Checker<'_> {
                     self.errors.push(spanned_at(
                         path,
                         op,
-                        format!(
-                            "operation `{}` is listed on more than one endpoint",
-                            op.value
-                        ),
+                        format!("operation `{}` is listed on more than one endpoint", op.value),
                     ));
                 }
                 if !self.spec.operations.contains_key(&op.value) {
                     self.errors.push(spanned_at(
                         path,
                         op,
-                        format!(
-                            "unknown operation `{}` (no spec/operations/{}.yaml)",
-                            op.value, op.value
-                        ),
+                        format!("unknown operation `{}` (no spec/operations/{}.yaml)", op.value, op.value),
                     ));
                 }
             }
         }
         for name in self.spec.operations.keys() {
             if !seen.contains(name) {
-                self.errors
-                    .push(at(path, 1, format!("operation `{name}` is on no endpoint")));
+                self.errors.push(at(path, 1, format!("operation `{name}` is on no endpoint")));
             }
         }
     }
@@ -283,15 +222,11 @@ impl Checker<'_> {
             self.errors.push(at(
                 path,
                 1,
-                format!(
-                    "operation `{}` is {:?} but its endpoint is not",
-                    op.operation, op.media
-                ),
+                format!("operation `{}` is {:?} but its endpoint is not", op.operation, op.media),
             ));
         }
         if !op.fields.contains_key("model") {
-            self.errors
-                .push(at(path, 1, "every operation needs a `model` field".into()));
+            self.errors.push(at(path, 1, "every operation needs a `model` field".into()));
         }
         let all = self.spec.all_fields(op);
         for (name, field) in &all {
@@ -301,11 +236,7 @@ impl Checker<'_> {
         for field in all.values() {
             for alias in &field.aliases {
                 if !names.insert(alias) {
-                    self.errors.push(at(
-                        path,
-                        1,
-                        format!("alias `{alias}` collides with another field or alias"),
-                    ));
+                    self.errors.push(at(path, 1, format!("alias `{alias}` collides with another field or alias")));
                 }
             }
         }
@@ -313,22 +244,14 @@ impl Checker<'_> {
         self.rules(path, &op.rules, &common);
         if let Some(variants) = &op.variants {
             if op.fields.contains_key(&variants.tag) {
-                self.errors.push(at(
-                    path,
-                    1,
-                    format!("variant tag `{}` must not also be a field", variants.tag),
-                ));
+                self.errors.push(at(path, 1, format!("variant tag `{}` must not also be a field", variants.tag)));
             }
             for (case, variant) in &variants.cases {
                 let mut known = common.clone();
                 known.extend(variant.fields.keys().map(String::as_str));
                 for name in variant.fields.keys() {
                     if common.contains(name.as_str()) {
-                        self.errors.push(at(
-                            path,
-                            1,
-                            format!("variant `{case}` redefines common field `{name}`"),
-                        ));
+                        self.errors.push(at(path, 1, format!("variant `{case}` redefines common field `{name}`")));
                     }
                 }
                 self.rules(path, &variant.rules, &known);
@@ -338,25 +261,16 @@ impl Checker<'_> {
 
     fn field(&mut self, path: &Path, name: &str, field: &Field, top: bool) {
         if field.ty.is_none() && field.enumeration.is_none() {
-            self.errors
-                .push(at(path, 1, format!("field `{name}` needs a `type`")));
+            self.errors.push(at(path, 1, format!("field `{name}` needs a `type`")));
         }
         if top && field.upstream.is_none() {
-            self.errors.push(at(
-                path,
-                1,
-                format!("field `{name}` needs `upstream: {{to: ...}}`"),
-            ));
+            self.errors.push(at(path, 1, format!("field `{name}` needs `upstream: {{to: ...}}`")));
         }
         if let Some(placement) = &field.upstream
             && placement.to == Slot::None
             && placement.name.is_some()
         {
-            self.errors.push(at(
-                path,
-                1,
-                format!("field `{name}` is not sent upstream but names an upstream name"),
-            ));
+            self.errors.push(at(path, 1, format!("field `{name}` is not sent upstream but names an upstream name")));
         }
         if let Some(items) = &field.items {
             self.field(path, &format!("{name}[]"), items, false);
@@ -368,40 +282,25 @@ impl Checker<'_> {
 
     fn rules(&mut self, path: &Path, rules: &[Rule], known: &BTreeSet<&str>) {
         for rule in rules {
-            let mut named: Vec<&String> = rule
-                .require
-                .iter()
-                .chain(&rule.forbid)
-                .chain(rule.equal.keys())
-                .collect();
-            named.extend(
-                rule.any_of
-                    .iter()
-                    .chain(&rule.at_most_one_of)
-                    .chain(&rule.same_length),
-            );
+            let mut named: Vec<&String> = rule.require.iter().chain(&rule.forbid).chain(rule.equal.keys()).collect();
+            named.extend(rule.any_of.iter().chain(&rule.at_most_one_of).chain(&rule.same_length));
             if let Some(when) = &rule.when {
                 named.extend(when.present.iter().chain(&when.absent).chain(&when.field));
-                let conditions = [
-                    when.present.is_some(),
-                    when.absent.is_some(),
-                    when.field.is_some(),
-                ];
-                if conditions.iter().filter(|c| **c).count() != 1
-                    || when.field.is_some() != when.equals.is_some()
-                {
-                    self.errors.push(at(path, 1, format!(
-                        "rule `{}`: `when` takes exactly one of `present`, `absent` or `field` + `equals`", rule.description
-                    )));
+                let conditions = [when.present.is_some(), when.absent.is_some(), when.field.is_some()];
+                if conditions.iter().filter(|c| **c).count() != 1 || when.field.is_some() != when.equals.is_some() {
+                    self.errors.push(at(
+                        path,
+                        1,
+                        format!(
+                            "rule `{}`: `when` takes exactly one of `present`, `absent` or `field` + `equals`",
+                            rule.description
+                        ),
+                    ));
                 }
             }
             for name in named {
                 if !known.contains(name.as_str()) {
-                    self.errors.push(at(
-                        path,
-                        1,
-                        format!("rule `{}` names unknown field `{name}`", rule.description),
-                    ));
+                    self.errors.push(at(path, 1, format!("rule `{}` names unknown field `{name}`", rule.description)));
                 }
             }
         }
@@ -431,10 +330,7 @@ impl Checker<'_> {
             self.errors.push(spanned_at(
                 path,
                 &model.operation,
-                format!(
-                    "model `{id}`: unknown operation `{}`",
-                    model.operation.value
-                ),
+                format!("model `{id}`: unknown operation `{}`", model.operation.value),
             ));
             return;
         };
@@ -459,10 +355,7 @@ impl Checker<'_> {
             None => self.errors.push(spanned_at(
                 path,
                 &model.route,
-                format!(
-                    "model `{id}`: unknown upstream route `{}`",
-                    model.route.value
-                ),
+                format!("model `{id}`: unknown upstream route `{}`", model.route.value),
             )),
             Some(route) => {
                 if !route.regions.iter().any(|r| r.value == model.region.value) {
@@ -493,10 +386,7 @@ impl Checker<'_> {
                 None => self.errors.push(spanned_at(
                     path,
                     &model.id,
-                    format!(
-                        "model `{id}`: limit on `{name}`, a field operation `{}` does not have",
-                        op.operation
-                    ),
+                    format!("model `{id}`: limit on `{name}`, a field operation `{}` does not have", op.operation),
                 )),
                 Some(field) => self.limit(path, model, name, field, limit),
             }
@@ -506,10 +396,7 @@ impl Checker<'_> {
                 self.errors.push(spanned_at(
                     path,
                     &model.id,
-                    format!(
-                        "model `{id}`: transform on `{name}`, a field operation `{}` does not have",
-                        op.operation
-                    ),
+                    format!("model `{id}`: transform on `{name}`, a field operation `{}` does not have", op.operation),
                 ));
             }
         }
@@ -521,9 +408,11 @@ impl Checker<'_> {
             billing.per_token.is_some(),
         ];
         if bases.iter().filter(|b| **b).count() != 1 {
-            self.errors.push(spanned_at(path, &model.id, format!(
-                "model `{id}`: billing needs exactly one of per_second, per_image, per_call, per_token"
-            )));
+            self.errors.push(spanned_at(
+                path,
+                &model.id,
+                format!("model `{id}`: billing needs exactly one of per_second, per_image, per_call, per_token"),
+            ));
         }
         for tier in billing.per_second.iter().flat_map(|t| t.keys()) {
             if !self.spec.upstream.sizes.contains_key(tier) {
@@ -541,9 +430,11 @@ impl Checker<'_> {
         if let (Some(narrow), Some(wide)) = (&limit.enumeration, &field.enumeration) {
             for value in narrow {
                 if !wide.contains(value) {
-                    self.errors.push(spanned_at(path, &model.id, format!(
-                        "model `{id}`: `{name}` value {value} is not among the operation's values"
-                    )));
+                    self.errors.push(spanned_at(
+                        path,
+                        &model.id,
+                        format!("model `{id}`: `{name}` value {value} is not among the operation's values"),
+                    ));
                 }
             }
         }

@@ -20,12 +20,7 @@ pub fn openapi(spec: &Spec) -> Value {
         let refs: Vec<Value> = spec
             .models
             .iter()
-            .filter(|m| {
-                endpoint
-                    .operations
-                    .iter()
-                    .any(|o| o.value == m.operation.value)
-            })
+            .filter(|m| endpoint.operations.iter().any(|o| o.value == m.operation.value))
             .map(|m| json!({"$ref": format!("#/components/schemas/{}", m.id.value)}))
             .collect();
         let accepted = endpoint.async_status.to_string();
@@ -35,15 +30,21 @@ pub fn openapi(spec: &Spec) -> Value {
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TaskAcceptance"}}},
         }));
         if endpoint.async_status != 200 {
-            responses.insert("200".into(), json!({"description": "Result of a synchronous model.", "content": {"application/json": {}}}));
+            responses.insert(
+                "200".into(),
+                json!({"description": "Result of a synchronous model.", "content": {"application/json": {}}}),
+            );
         }
         responses.insert("default".into(), error_response());
-        paths.insert(endpoint.path.clone(), json!({"post": {
-            "operationId": endpoint.name,
-            "summary": endpoint.summary,
-            "requestBody": {"required": true, "content": {"application/json": {"schema": {"oneOf": refs}}}},
-            "responses": responses,
-        }}));
+        paths.insert(
+            endpoint.path.clone(),
+            json!({"post": {
+                "operationId": endpoint.name,
+                "summary": endpoint.summary,
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"oneOf": refs}}}},
+                "responses": responses,
+            }}),
+        );
     }
     paths.insert("/v1/tasks/{task_id}".into(), json!({"get": {
         "operationId": "get_task", "summary": "Read a task's state, results and usage.",
@@ -104,24 +105,30 @@ fn response_schemas() -> Map<String, Value> {
             "message": {"type": "string"}, "created_at": {"type": "string", "description": "Local time, YYYY-MM-DD HH:MM:SS."},
         },
     }));
-    m.insert("Task".into(), json!({
-        "type": "object", "required": ["task_id", "status", "model", "operation", "created_at"],
-        "properties": {
-            "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
-            "model": {"type": "string"}, "operation": {"type": "string"}, "type": {"type": "string"},
-            "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "finished_at": {"type": "string"},
-            "results": {"type": "array", "items": {"type": "object", "properties": {
-                "url": {"type": "string"}, "type": {"type": "string"}, "expires_at": {"type": "string"}}}},
-            "usage": {"type": "object"},
-            "settlement": {"type": "object"},
-            "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
-            "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},
-        },
-    }));
-    m.insert("EquivalentUsage".into(), json!({
-        "type": "object", "required": ["usage_basis"],
-        "properties": {"usage_basis": {"const": "price_equivalent"}, "output_tokens": {"type": "integer"}},
-    }));
+    m.insert(
+        "Task".into(),
+        json!({
+            "type": "object", "required": ["task_id", "status", "model", "operation", "created_at"],
+            "properties": {
+                "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
+                "model": {"type": "string"}, "operation": {"type": "string"}, "type": {"type": "string"},
+                "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "finished_at": {"type": "string"},
+                "results": {"type": "array", "items": {"type": "object", "properties": {
+                    "url": {"type": "string"}, "type": {"type": "string"}, "expires_at": {"type": "string"}}}},
+                "usage": {"type": "object"},
+                "settlement": {"type": "object"},
+                "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
+                "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},
+            },
+        }),
+    );
+    m.insert(
+        "EquivalentUsage".into(),
+        json!({
+            "type": "object", "required": ["usage_basis"],
+            "properties": {"usage_basis": {"const": "price_equivalent"}, "output_tokens": {"type": "integer"}},
+        }),
+    );
     m.insert("Model".into(), json!({
         "type": "object", "required": ["id", "object", "type", "operation", "endpoint", "task_mode"],
         "properties": {
@@ -133,11 +140,14 @@ fn response_schemas() -> Map<String, Value> {
     m.insert("ModelList".into(), json!({
         "type": "object", "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}},
     }));
-    m.insert("Error".into(), json!({
-        "type": "object", "required": ["error"],
-        "properties": {"error": {"type": "object", "required": ["message", "type", "code"], "properties": {
-            "message": {"type": "string"}, "type": {"type": "string"}, "code": {"type": "string"},
-            "param": {"type": ["string", "null"]}, "request_id": {"type": "string"}}}},
-    }));
+    m.insert(
+        "Error".into(),
+        json!({
+            "type": "object", "required": ["error"],
+            "properties": {"error": {"type": "object", "required": ["message", "type", "code"], "properties": {
+                "message": {"type": "string"}, "type": {"type": "string"}, "code": {"type": "string"},
+                "param": {"type": ["string", "null"]}, "request_id": {"type": "string"}}}},
+        }),
+    );
     m
 }

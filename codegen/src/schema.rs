@@ -33,10 +33,7 @@ pub fn model_schema(spec: &Spec, model: &Model, flavor: Flavor) -> Value {
     let op = &spec.operations[&model.operation.value];
     let mut schema = object_schema(op, &model.limits, flavor);
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        props.insert(
-            "model".into(),
-            json!({"const": model.id.value, "description": "Public model id."}),
-        );
+        props.insert("model".into(), json!({"const": model.id.value, "description": "Public model id."}));
     }
     schema.insert("$schema".into(), DRAFT.into());
     schema.insert("title".into(), format!("{} request", model.id.value).into());
@@ -44,11 +41,7 @@ pub fn model_schema(spec: &Spec, model: &Model, flavor: Flavor) -> Value {
     Value::Object(schema)
 }
 
-fn object_schema(
-    op: &Operation,
-    limits: &BTreeMap<String, Limit>,
-    flavor: Flavor,
-) -> Map<String, Value> {
+fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavor) -> Map<String, Value> {
     let (mut props, mut required) = properties(&op.fields, limits, flavor);
     let mut all_of: Vec<Value> = Vec::new();
     if flavor == Flavor::Published {
@@ -59,10 +52,7 @@ fn object_schema(
     schema.insert("type".into(), "object".into());
     if let Some(variants) = &op.variants {
         let tags: Vec<Value> = variants.cases.keys().map(|k| k.clone().into()).collect();
-        props.insert(
-            variants.tag.clone(),
-            json!({"type": "string", "enum": tags, "description": variants.summary}),
-        );
+        props.insert(variants.tag.clone(), json!({"type": "string", "enum": tags, "description": variants.summary}));
         required.push(variants.tag.clone());
         for (tag, case) in &variants.cases {
             let (case_props, case_required) = properties(&case.fields, limits, flavor);
@@ -92,11 +82,7 @@ fn object_schema(
         schema.insert("allOf".into(), Value::Array(all_of));
     }
     if !op.open {
-        let key = if op.variants.is_some() {
-            "unevaluatedProperties"
-        } else {
-            "additionalProperties"
-        };
+        let key = if op.variants.is_some() { "unevaluatedProperties" } else { "additionalProperties" };
         schema.insert(key.into(), false.into());
     }
     schema
@@ -216,17 +202,9 @@ pub fn field_schema(field: &Field, limit: Option<&Limit>) -> Value {
         s.insert("items".into(), field_schema(items, None));
     }
     if !field.properties.is_empty() {
-        let props: Map<String, Value> = field
-            .properties
-            .iter()
-            .map(|(k, f)| (k.clone(), field_schema(f, None)))
-            .collect();
-        let required: Vec<&String> = field
-            .properties
-            .iter()
-            .filter(|(_, f)| f.required)
-            .map(|(k, _)| k)
-            .collect();
+        let props: Map<String, Value> =
+            field.properties.iter().map(|(k, f)| (k.clone(), field_schema(f, None))).collect();
+        let required: Vec<&String> = field.properties.iter().filter(|(_, f)| f.required).map(|(k, _)| k).collect();
         s.insert("properties".into(), Value::Object(props));
         if !required.is_empty() {
             s.insert("required".into(), json!(required));
@@ -297,11 +275,7 @@ fn condition_schema(when: &Condition) -> Value {
 }
 
 fn number(v: f64) -> Value {
-    if v.fract() == 0.0 && v.abs() < 9.0e15 {
-        json!(v as i64)
-    } else {
-        json!(v)
-    }
+    if v.fract() == 0.0 && v.abs() < 9.0e15 { json!(v as i64) } else { json!(v) }
 }
 fn max_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {

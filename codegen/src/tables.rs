@@ -26,14 +26,8 @@ pub fn defaults(spec: &Spec, op: &Operation, model: &Model) -> Vec<(String, Stri
         .into_iter()
         .filter_map(|(name, field)| {
             let limit = model.limits.get(name);
-            let default = limit
-                .and_then(|l| l.default.as_ref())
-                .or(field.default.as_ref())?;
-            Some((
-                name.to_string(),
-                default.to_string(),
-                limit.is_some_and(|l| l.send_default),
-            ))
+            let default = limit.and_then(|l| l.default.as_ref()).or(field.default.as_ref())?;
+            Some((name.to_string(), default.to_string(), limit.is_some_and(|l| l.send_default)))
         })
         .collect()
 }
@@ -41,12 +35,9 @@ pub fn defaults(spec: &Spec, op: &Operation, model: &Model) -> Vec<(String, Stri
 /// Drops nulls, unset flags and empty collections, so tables say only what is set.
 pub fn compact(value: Value) -> Value {
     match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, compact(v)))
-                .filter(|(k, v)| !is_unset(k, v))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, compact(v))).filter(|(k, v)| !is_unset(k, v)).collect())
+        }
         Value::Array(items) => Value::Array(items.into_iter().map(compact).collect()),
         // YAML `2` arrives as 2.0 through f64 bounds; list it as the integer it is.
         Value::Number(n) => match n.as_f64() {

@@ -41,9 +41,7 @@ pub struct Settlement {
 
 impl TaskBilling {
     pub fn of(task: &TaskRecord) -> Option<TaskBilling> {
-        serde_json::from_value(task.billing.clone())
-            .ok()
-            .filter(|b: &TaskBilling| !b.hold.is_empty() || b.quoted == 0)
+        serde_json::from_value(task.billing.clone()).ok().filter(|b: &TaskBilling| !b.hold.is_empty() || b.quoted == 0)
     }
 }
 
@@ -73,11 +71,8 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
         if used > 0 {
             by_pot.push((*pot, used));
         }
-        let (kind, delta) = if outcome == "posted" {
-            (EntryKind::Post, amount - used)
-        } else {
-            (EntryKind::Void, *amount)
-        };
+        let (kind, delta) =
+            if outcome == "posted" { (EntryKind::Post, amount - used) } else { (EntryKind::Void, *amount) };
         postings.push(Posting {
             account: task.account.clone(),
             kind,

@@ -27,25 +27,18 @@ pub struct Units {
 const COUNT_FIELDS: &[&str] = &["n", "generate_num"];
 
 fn field<'a>(model: &ModelSpec, body: &'a Map<String, Value>, name: &str) -> Option<Value> {
-    body.get(name).cloned().or_else(|| {
-        model
-            .default_of(name)
-            .and_then(|d| serde_json::from_str(d).ok())
-    })
+    body.get(name).cloned().or_else(|| model.default_of(name).and_then(|d| serde_json::from_str(d).ok()))
 }
 
 /// The list price of a request before it is forwarded, and its units.
 pub fn quote(model: &ModelSpec, body: &Map<String, Value>) -> (i64, Units) {
     match model.billing {
         BillingRule::PerSecond { tiers, .. } => {
-            let seconds = field(model, body, "duration")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(5.0);
+            let seconds = field(model, body, "duration").and_then(|v| v.as_f64()).unwrap_or(5.0);
             let resolution = field(model, body, "resolution")
                 .and_then(|v| v.as_str().map(str::to_uppercase))
                 .or_else(|| {
-                    field(model, body, "size")
-                        .and_then(|v| v.as_str().and_then(tier_of_size).map(String::from))
+                    field(model, body, "size").and_then(|v| v.as_str().and_then(tier_of_size).map(String::from))
                 })
                 // Unknown tier: price at the dearest, so the hold always covers the job.
                 .or_else(|| tiers.last().map(|t| t.tier.to_string()));
@@ -54,44 +47,17 @@ pub fn quote(model: &ModelSpec, body: &Map<String, Value>) -> (i64, Units) {
                 Audio::None => false,
                 Audio::Optional => body.get("audio").and_then(Value::as_bool).unwrap_or(true),
             };
-            let units = Units {
-                seconds: Some(seconds),
-                resolution,
-                audio: Some(audio),
-                ..Units::default()
-            };
+            let units = Units { seconds: Some(seconds), resolution, audio: Some(audio), ..Units::default() };
             (per_second(model, &units), units)
         }
         BillingRule::PerImage { price, .. } => {
-            let n = COUNT_FIELDS
-                .iter()
-                .find_map(|f| field(model, body, f))
-                .and_then(|v| v.as_u64())
-                .unwrap_or(1);
-            (
-                price as i64 * n as i64,
-                Units {
-                    images: Some(n),
-                    ..Units::default()
-                },
-            )
+            let n = COUNT_FIELDS.iter().find_map(|f| field(model, body, f)).and_then(|v| v.as_u64()).unwrap_or(1);
+            (price as i64 * n as i64, Units { images: Some(n), ..Units::default() })
         }
-        BillingRule::PerCall { price, .. } => (
-            price as i64,
-            Units {
-                calls: Some(1),
-                ..Units::default()
-            },
-        ),
+        BillingRule::PerCall { price, .. } => (price as i64, Units { calls: Some(1), ..Units::default() }),
         BillingRule::PerToken { price, .. } => {
-            let units = Units {
-                output_tokens: Some(price.hold_output_tokens),
-                ..Units::default()
-            };
-            (
-                tokens(price.output_per_million, price.hold_output_tokens),
-                units,
-            )
+            let units = Units { output_tokens: Some(price.hold_output_tokens), ..Units::default() };
+            (tokens(price.output_per_million, price.hold_output_tokens), units)
         }
     }
 }
@@ -104,19 +70,10 @@ fn per_second(model: &ModelSpec, units: &Units) -> i64 {
     let BillingRule::PerSecond { tiers, .. } = model.billing else {
         return 0;
     };
-    let tier = units
-        .resolution
-        .as_deref()
-        .and_then(|r| tiers.iter().find(|t| t.tier == r))
-        .or(tiers.last());
+    let tier = units.resolution.as_deref().and_then(|r| tiers.iter().find(|t| t.tier == r)).or(tiers.last());
     let Some(tier) = tier else { return 0 };
     let audio = units.audio.unwrap_or(true);
-    let price = if audio {
-        tier.audio.or(tier.silent)
-    } else {
-        tier.silent.or(tier.audio)
-    }
-    .unwrap_or(0);
+    let price = if audio { tier.audio.or(tier.silent) } else { tier.silent.or(tier.audio) }.unwrap_or(0);
     (units.seconds.unwrap_or(0.0) * price as f64).round() as i64
 }
 
@@ -141,39 +98,15 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Value>) -> (i64,
         }
         BillingRule::PerImage { price, .. } => {
             // A partial failure is still a success upstream; only the delivered images count.
-            let images = usage
-                .get("image_count")
-                .and_then(Value::as_u64)
-                .or(quoted.images)
-                .unwrap_or(0);
-            (
-                price as i64 * images as i64,
-                Units {
-                    images: Some(images),
-                    ..Units::default()
-                },
-            )
+            let images = usage.get("image_count").and_then(Value::as_u64).or(quoted.images).unwrap_or(0);
+            (price as i64 * images as i64, Units { images: Some(images), ..Units::default() })
         }
         BillingRule::PerCall { price, .. } => (price as i64, quoted.clone()),
         BillingRule::PerToken { price, .. } => {
-            let input = usage
-                .get("input_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let output = usage
-                .get("output_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            let amount =
-                tokens(price.input_per_million, input) + tokens(price.output_per_million, output);
-            (
-                amount,
-                Units {
-                    input_tokens: Some(input),
-                    output_tokens: Some(output),
-                    ..Units::default()
-                },
-            )
+            let input = usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
+            let output = usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+            let amount = tokens(price.input_per_million, input) + tokens(price.output_per_million, output);
+            (amount, Units { input_tokens: Some(input), output_tokens: Some(output), ..Units::default() })
         }
     }
 }

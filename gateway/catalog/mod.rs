@@ -135,22 +135,10 @@ pub struct TokenPrice {
 /// A model's pricing rule (billing_rules); amounts in micro-units.
 #[derive(Debug, Clone, Copy)]
 pub enum BillingRule {
-    PerSecond {
-        placeholder: bool,
-        tiers: &'static [TierPrice],
-    },
-    PerImage {
-        placeholder: bool,
-        price: u64,
-    },
-    PerCall {
-        placeholder: bool,
-        price: u64,
-    },
-    PerToken {
-        placeholder: bool,
-        price: TokenPrice,
-    },
+    PerSecond { placeholder: bool, tiers: &'static [TierPrice] },
+    PerImage { placeholder: bool, price: u64 },
+    PerCall { placeholder: bool, price: u64 },
+    PerToken { placeholder: bool, price: TokenPrice },
 }
 
 /// One model record.
@@ -196,37 +184,25 @@ impl ModelSpec {
 
     /// The default of `field` as JSON text, if the spec gives one.
     pub fn default_of(&self, field: &str) -> Option<&'static str> {
-        self.defaults
-            .iter()
-            .find(|(f, _, _)| *f == field)
-            .map(|(_, v, _)| *v)
+        self.defaults.iter().find(|(f, _, _)| *f == field).map(|(_, v, _)| *v)
     }
 }
 
 impl EndpointSpec {
     /// The endpoint that accepts `operation`; the spec check guarantees exactly one.
     pub fn of(operation: OperationId) -> &'static EndpointSpec {
-        ENDPOINTS
-            .iter()
-            .find(|e| e.operations.contains(&operation))
-            .unwrap_or(&ENDPOINTS[0])
+        ENDPOINTS.iter().find(|e| e.operations.contains(&operation)).unwrap_or(&ENDPOINTS[0])
     }
 }
 
 /// The resolution tier (`720P`) of a `W*H` size.
 pub fn tier_of_size(size: &str) -> Option<&'static str> {
-    SIZE_TIERS
-        .iter()
-        .find(|(_, sizes)| sizes.contains(&size))
-        .map(|(tier, _)| *tier)
+    SIZE_TIERS.iter().find(|(_, sizes)| sizes.contains(&size)).map(|(tier, _)| *tier)
 }
 
 /// `(tier, ratio)` of a `W*H` size in the ratio table.
 pub fn ratio_of_size(size: &str) -> Option<(&'static str, &'static str)> {
-    RATIO_SIZES
-        .iter()
-        .find(|(_, _, s)| *s == size)
-        .map(|(tier, ratio, _)| (*tier, *ratio))
+    RATIO_SIZES.iter().find(|(_, _, s)| *s == size).map(|(tier, ratio, _)| (*tier, *ratio))
 }
 
 /// Writes every published schema and the OpenAPI document under `dir`.
@@ -238,16 +214,10 @@ pub fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::write(path, text)
     };
     for op in OPERATIONS {
-        write(
-            dir.join("operations").join(format!("{}.json", op.name)),
-            op.published_schema,
-        )?;
+        write(dir.join("operations").join(format!("{}.json", op.name)), op.published_schema)?;
     }
     for model in MODELS {
-        write(
-            dir.join("models").join(format!("{}.json", model.id)),
-            model.published_schema,
-        )?;
+        write(dir.join("models").join(format!("{}.json", model.id)), model.published_schema)?;
     }
     write(dir.join("openapi.json"), OPENAPI_JSON)
 }

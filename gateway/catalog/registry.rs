@@ -19,10 +19,7 @@ impl Registry {
             .iter()
             .map(|m| Ok((m.id, ModelValidator::compile(m)?)))
             .collect::<Result<HashMap<_, _>, String>>()?;
-        Ok(Registry {
-            validators,
-            switches: RwLock::new(switches.into_iter().collect()),
-        })
+        Ok(Registry { validators, switches: RwLock::new(switches.into_iter().collect()) })
     }
 
     pub fn is_enabled(&self, model: &ModelSpec) -> bool {
@@ -54,18 +51,14 @@ impl Registry {
             .with_param("model")
         })?;
         if !self.is_enabled(model) {
-            return Err(ApiError::new(
-                ErrorCode::model_disabled,
-                format!("Model `{id}` is not enabled."),
-            )
-            .with_param("model"));
+            return Err(
+                ApiError::new(ErrorCode::model_disabled, format!("Model `{id}` is not enabled.")).with_param("model")
+            );
         }
         Ok(model)
     }
 
     pub fn validator(&self, model: &ModelSpec) -> Result<&ModelValidator, ApiError> {
-        self.validators
-            .get(model.id)
-            .ok_or_else(|| ApiError::internal(format!("no validator for {}", model.id)))
+        self.validators.get(model.id).ok_or_else(|| ApiError::internal(format!("no validator for {}", model.id)))
     }
 }

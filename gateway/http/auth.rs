@@ -20,10 +20,7 @@ pub fn presented_key(req: &HttpRequest) -> Option<&str> {
     let bearer = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        });
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
     bearer
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .or_else(|| headers.get("x-alt-api-key").and_then(|v| v.to_str().ok()))
@@ -47,18 +44,10 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
             "No API key: send `Authorization: Bearer <key>`, `x-api-key: <key>` or `x-alt-api-key: <key>`.",
         )
     })?;
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .ok_or_else(|| ApiError::internal("no app state"))?;
+    let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("no app state"))?;
     // A redb read transaction does not wait for writers, so this stays on the worker thread.
     match state.store.key(key)? {
-        Some(record) if !record.revoked => Ok(Caller {
-            account: record.account,
-            key_prefix: record.prefix,
-        }),
-        _ => Err(ApiError::new(
-            ErrorCode::invalid_api_key,
-            "The API key is not valid or has been revoked.",
-        )),
+        Some(record) if !record.revoked => Ok(Caller { account: record.account, key_prefix: record.prefix }),
+        _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),
     }
 }

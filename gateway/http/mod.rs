@@ -1,5 +1,6 @@
 //! The HTTP edge: middleware, extractors and routes.
 
+pub mod admin;
 pub mod auth;
 pub mod models;
 pub mod ops;
@@ -17,19 +18,15 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
     move |cfg: &mut web::ServiceConfig| {
         let limit = state.config.max_body_bytes;
         cfg.app_data(state.clone())
+            .app_data(web::JsonConfig::default().limit(limit).error_handler(json_error))
             .app_data(
-                web::JsonConfig::default()
-                    .limit(limit)
-                    .error_handler(json_error),
-            )
-            .app_data(
-                web::PathConfig::default().error_handler(|e, _| {
-                    ApiError::new(ErrorCode::not_found, e.to_string()).into()
-                }),
+                web::PathConfig::default()
+                    .error_handler(|e, _| ApiError::new(ErrorCode::not_found, e.to_string()).into()),
             )
             .configure(ops::configure)
             .configure(models::configure)
             .configure(tasks::configure)
+            .configure(admin::configure)
             .configure(crate::catalog::configure_submit_routes)
             .default_service(web::to(not_found));
     }
@@ -38,26 +35,19 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
 /// Each way a body can be unreadable gets its own code.
 fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     let api = match &error {
-        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::new(
-            ErrorCode::payload_too_large,
-            format!("The body is {length} bytes; the limit is {limit}."),
-        ),
-        JsonPayloadError::Overflow { limit } => ApiError::new(
-            ErrorCode::payload_too_large,
-            format!("The body is larger than the limit of {limit} bytes."),
-        ),
-        JsonPayloadError::ContentType => ApiError::new(
-            ErrorCode::unsupported_media_type,
-            "Send the body as `Content-Type: application/json`.",
-        ),
-        JsonPayloadError::Deserialize(e) => ApiError::new(
-            ErrorCode::invalid_json,
-            format!("The body is not valid JSON: {e}"),
-        ),
-        other => ApiError::new(
-            ErrorCode::invalid_json,
-            format!("The body could not be read: {other}"),
-        ),
+        JsonPayloadError::OverflowKnownLength { length, limit } => {
+            ApiError::new(ErrorCode::payload_too_large, format!("The body is {length} bytes; the limit is {limit}."))
+        }
+        JsonPayloadError::Overflow { limit } => {
+            ApiError::new(ErrorCode::payload_too_large, format!("The body is larger than the limit of {limit} bytes."))
+        }
+        JsonPayloadError::ContentType => {
+            ApiError::new(ErrorCode::unsupported_media_type, "Send the body as `Content-Type: application/json`.")
+        }
+        JsonPayloadError::Deserialize(e) => {
+            ApiError::new(ErrorCode::invalid_json, format!("The body is not valid JSON: {e}"))
+        }
+        other => ApiError::new(ErrorCode::invalid_json, format!("The body could not be read: {other}")),
     };
     api.into()
 }
@@ -70,25 +60,15 @@ pub async fn metrics_middleware(
     let started = std::time::Instant::now();
     let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
     let response = next.call(req).await?;
-    crate::metrics::request(
-        &route,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
+    crate::metrics::request(&route, response.status().as_u16(), started.elapsed().as_secs_f64());
     Ok(response)
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::not_found,
-        format!("No route for {} {}.", req.method(), req.path()),
-    ))
+    Err(ApiError::new(ErrorCode::not_found, format!("No route for {} {}.", req.method(), req.path())))
 }
 
 /// A known path asked with the wrong method.
 pub async fn method_not_allowed(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::method_not_allowed,
-        format!("{} does not accept {}.", req.path(), req.method()),
-    ))
+    Err(ApiError::new(ErrorCode::method_not_allowed, format!("{} does not accept {}.", req.path(), req.method())))
 }

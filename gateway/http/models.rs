@@ -18,23 +18,13 @@ async fn list(_: Caller, state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({"object": "list", "data": data}))
 }
 
-async fn get(
-    _: Caller,
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(_: Caller, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(describe(state.registry.enabled(&id)?)))
 }
 
-async fn schema(
-    _: Caller,
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn schema(_: Caller, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let model = state.registry.enabled(&id)?;
-    Ok(HttpResponse::Ok()
-        .content_type("application/schema+json")
-        .body(model.published_schema))
+    Ok(HttpResponse::Ok().content_type("application/schema+json").body(model.published_schema))
 }
 
 /// The public view of a model record.

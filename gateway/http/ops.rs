@@ -18,19 +18,14 @@ async fn healthz() -> HttpResponse {
 async fn readyz(state: web::Data<crate::state::AppState>) -> HttpResponse {
     match state.store.task("readiness-probe") {
         Ok(_) => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
-        Err(_) => HttpResponse::ServiceUnavailable()
-            .json(serde_json::json!({"status": "store unavailable"})),
+        Err(_) => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "store unavailable"})),
     }
 }
 
 async fn metrics() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(crate::metrics::render())
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(crate::metrics::render())
 }
 
 async fn openapi() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(OPENAPI_JSON)
+    HttpResponse::Ok().content_type("application/json").body(OPENAPI_JSON)
 }

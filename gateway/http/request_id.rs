@@ -17,9 +17,7 @@ pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The current request's id, or `-` outside a request.
 pub fn current() -> String {
-    REQUEST_ID
-        .try_with(|id| id.borrow().clone())
-        .unwrap_or_else(|_| "-".into())
+    REQUEST_ID.try_with(|id| id.borrow().clone()).unwrap_or_else(|_| "-".into())
 }
 
 /// Replaces the current request's id (a submit uses the id it stores on the task).

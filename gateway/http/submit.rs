@@ -40,6 +40,8 @@ pub async fn submit(
         return replay(&state, &caller, endpoint, body_hash, &existing);
     }
     let admitted = admit(&state.registry, endpoint, body)?;
+    state.limits.reserve(&caller.account)?;
+    let reserved = Reservation { state: &state, account: &caller.account, kept: false };
     let mut task = tasks::new_task(&caller, &admitted, &request_id);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let billing = TaskBilling {
@@ -50,26 +52,13 @@ pub async fn submit(
         settlement: None,
     };
     task.billing = serde_json::to_value(&billing).map_err(ApiError::internal)?;
-    let hold = Hold {
-        amount: quoted,
-        trial_only: admitted.model.free_trial_only,
-    };
+    let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
     let store = state.store.clone();
-    let idem = idempotency.clone().map(|(key, body_hash)| {
-        (
-            key,
-            IdempotencyRecord {
-                body_hash,
-                task_id: task.task_id.clone(),
-            },
-        )
-    });
+    let idem = idempotency
+        .clone()
+        .map(|(key, body_hash)| (key, IdempotencyRecord { body_hash, task_id: task.task_id.clone() }));
     let (inserted, task) = web::block(move || {
-        let inserted = store.insert_task(
-            &mut task,
-            idem.as_ref().map(|(k, r)| (k.as_str(), r)),
-            Some(hold),
-        );
+        let inserted = store.insert_task(&mut task, idem.as_ref().map(|(k, r)| (k.as_str(), r)), Some(hold));
         (inserted, task)
     })
     .await
@@ -77,10 +66,7 @@ pub async fn submit(
     match inserted? {
         Inserted::Stored => {}
         Inserted::Duplicate(existing) => {
-            let body_hash = idempotency
-                .as_ref()
-                .map(|(_, h)| h.as_str())
-                .unwrap_or_default();
+            let body_hash = idempotency.as_ref().map(|(_, h)| h.as_str()).unwrap_or_default();
             return replay(&state, &caller, endpoint, body_hash, &existing);
         }
         Inserted::Shortfall(Shortfall::Insufficient { needed, available }) => {
@@ -102,6 +88,7 @@ pub async fn submit(
             .with_param("model"));
         }
     }
+    reserved.keep();
     crate::metrics::task_accepted();
     match admitted.model.task_mode {
         TaskMode::Async => {
@@ -118,24 +105,13 @@ fn accepted(endpoint: &EndpointSpec, task: &TaskRecord) -> HttpResponse {
 }
 
 /// `(store key, body hash)` for a request carrying `Idempotency-Key`; keys are scoped to the account.
-fn idempotency(
-    req: &HttpRequest,
-    caller: &Caller,
-    body: &Value,
-) -> Result<Option<(String, String)>, ApiError> {
+fn idempotency(req: &HttpRequest, caller: &Caller, body: &Value) -> Result<Option<(String, String)>, ApiError> {
     let Some(header) = req.headers().get("idempotency-key") else {
         return Ok(None);
     };
-    let key = header
-        .to_str()
-        .ok()
-        .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::invalid_idempotency_key,
-                "`Idempotency-Key` must be 1-255 visible ASCII characters.",
-            )
-        })?;
+    let key = header.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 255).ok_or_else(|| {
+        ApiError::new(ErrorCode::invalid_idempotency_key, "`Idempotency-Key` must be 1-255 visible ASCII characters.")
+    })?;
     let body_hash = hex::encode(Sha256::digest(body.to_string()));
     Ok(Some((format!("{}\n{key}", caller.account), body_hash)))
 }
@@ -157,6 +133,27 @@ fn replay(
     let task = tasks::owned_task(state, caller, &existing.task_id)?;
     request_id::set(&task.request_id);
     Ok(accepted(endpoint, &task))
+}
+
+/// An in-flight slot, given back unless the task was stored (then the task's end gives it back).
+struct Reservation<'a> {
+    state: &'a AppState,
+    account: &'a str,
+    kept: bool,
+}
+
+impl Reservation<'_> {
+    fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            self.state.limits.release(self.account);
+        }
+    }
 }
 
 /// Ends a synchronous task as `cancelled` if the handler is dropped mid-call (the client went away).
@@ -188,10 +185,7 @@ async fn run_sync(
     task: TaskRecord,
     admitted: &Admitted,
 ) -> Result<HttpResponse, ApiError> {
-    let mut guard = DisconnectGuard {
-        state: Some(state.clone()),
-        task_id: task.task_id.clone(),
-    };
+    let mut guard = DisconnectGuard { state: Some(state.clone()), task_id: task.task_id.clone() };
     crate::metrics::upstream_call("create");
     let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
     guard.state = None;
@@ -199,13 +193,7 @@ async fn run_sync(
         Ok(answer) => answer,
         Err(error) => {
             crate::metrics::upstream_error("create");
-            tasks::fail(
-                &state,
-                &task.task_id,
-                &error.code(),
-                "the upstream refused the request",
-            )
-            .await?;
+            tasks::fail(&state, &task.task_id, &error.code(), "the upstream refused the request").await?;
             return Err(error.into());
         }
     };
@@ -254,10 +242,7 @@ async fn run_sync(
 
 /// The upstream's answer with the gateway's request id, and content items carrying `image_url`.
 fn upstream_shape(mut answer: Value, request_id: &str) -> Value {
-    if let Some(choices) = answer
-        .pointer_mut("/output/choices")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(choices) = answer.pointer_mut("/output/choices").and_then(Value::as_array_mut) {
         for item in choices
             .iter_mut()
             .filter_map(|c| c.pointer_mut("/message/content"))

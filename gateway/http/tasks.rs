@@ -7,15 +7,10 @@ use crate::tasks;
 use actix_web::{HttpResponse, web};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/tasks/{task_id}", web::get().to(get))
-        .route("/v1/tasks/{task_id}/cancel", web::post().to(cancel));
+    cfg.route("/v1/tasks/{task_id}", web::get().to(get)).route("/v1/tasks/{task_id}/cancel", web::post().to(cancel));
 }
 
-async fn get(
-    caller: Caller,
-    state: web::Data<AppState>,
-    task_id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let task = tasks::owned_task(&state, &caller, &task_id)?;
     crate::http::request_id::set(&task.request_id);
     let mut body = tasks::view(&task);
@@ -23,9 +18,7 @@ async fn get(
     match tasks::equivalent_usage(&task) {
         Some(projection) => {
             body["equivalent_usage"] = projection;
-            Ok(HttpResponse::Ok()
-                .insert_header(("Cache-Control", "no-store"))
-                .json(body))
+            Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(body))
         }
         None => Ok(HttpResponse::Ok().json(body)),
     }

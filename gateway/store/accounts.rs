@@ -37,17 +37,11 @@ impl Store {
         let tx = self.db().begin_write()?;
         let account = {
             let mut table = tx.open_table(ACCOUNTS)?;
-            let existing = table
-                .get(name)?
-                .map(|v| decode::<Account>(v.value()))
-                .transpose()?;
+            let existing = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()?;
             match existing {
                 Some(account) => account,
                 None => {
-                    let account = Account {
-                        name: name.to_string(),
-                        created_at: now(),
-                    };
+                    let account = Account { name: name.to_string(), created_at: now() };
                     table.insert(name, encode(&account)?.as_slice())?;
                     account
                 }
@@ -81,12 +75,7 @@ impl Store {
             let mut table = tx.open_table(KEYS)?;
             if table.get(hash.as_slice())?.is_none() {
                 let prefix: String = key.chars().take(8).collect();
-                let record = KeyRecord {
-                    account: account.to_string(),
-                    prefix,
-                    created_at: now(),
-                    revoked: false,
-                };
+                let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
                 table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
             }
         }
@@ -98,10 +87,7 @@ impl Store {
     pub fn key(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
         let tx = self.db().begin_read()?;
         let table = tx.open_table(KEYS)?;
-        table
-            .get(hash_key(key).as_slice())?
-            .map(|v| decode(v.value()))
-            .transpose()
+        table.get(hash_key(key).as_slice())?.map(|v| decode(v.value())).transpose()
     }
 
     /// Every key of an account, by prefix only.
@@ -115,11 +101,7 @@ impl Store {
                 out.push(record);
             }
         }
-        out.sort_by(|a, b| {
-            a.created_at
-                .cmp(&b.created_at)
-                .then(a.prefix.cmp(&b.prefix))
-        });
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.prefix.cmp(&b.prefix)));
         Ok(out)
     }
 
@@ -133,8 +115,7 @@ impl Store {
             for row in table.iter()? {
                 let (k, v) = row?;
                 let record: KeyRecord = decode(v.value())?;
-                if record.account == account && record.prefix.starts_with(prefix) && !record.revoked
-                {
+                if record.account == account && record.prefix.starts_with(prefix) && !record.revoked {
                     hits.push((k.value().to_vec(), record));
                 }
             }

@@ -97,11 +97,7 @@ pub enum Shortfall {
 
 pub(crate) fn funds_in(tx: &WriteTransaction, account: &str) -> Result<Funds, StoreError> {
     let table = tx.open_table(FUNDS)?;
-    Ok(table
-        .get(account)?
-        .map(|v| decode(v.value()))
-        .transpose()?
-        .unwrap_or_default())
+    Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
 /// Appends entries and updates the cached sums, inside the caller's transaction.
@@ -125,17 +121,11 @@ pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), 
             note: p.note.clone(),
         };
         ledger.insert(seq, encode(&entry)?.as_slice())?;
-        let mut funds: Funds = funds_table
-            .get(p.account.as_str())?
-            .map(|v| decode(v.value()))
-            .transpose()?
-            .unwrap_or_default();
+        let mut funds: Funds =
+            funds_table.get(p.account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
         funds.add(p.pot, p.delta);
         if funds.get(p.pot) < 0 {
-            return Err(StoreError::new(format!(
-                "ledger: {} pot {:?} would go negative",
-                p.account, p.pot
-            )));
+            return Err(StoreError::new(format!("ledger: {} pot {:?} would go negative", p.account, p.pot)));
         }
         funds_table.insert(p.account.as_str(), encode(&funds)?.as_slice())?;
         seq += 1;
@@ -144,28 +134,14 @@ pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), 
 }
 
 /// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
-pub fn plan_hold(
-    funds: &Funds,
-    amount: i64,
-    trial_only: bool,
-) -> Result<Vec<(Pot, i64)>, Shortfall> {
-    let pots: &[Pot] = if trial_only {
-        &[Pot::FreeTrial]
-    } else {
-        &Pot::FUNDING_ORDER
-    };
+pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Pot, i64)>, Shortfall> {
+    let pots: &[Pot] = if trial_only { &[Pot::FreeTrial] } else { &Pot::FUNDING_ORDER };
     let available: i64 = pots.iter().map(|p| funds.get(*p).max(0)).sum();
     if available < amount {
         return Err(if trial_only {
-            Shortfall::TrialExhausted {
-                needed: amount,
-                available,
-            }
+            Shortfall::TrialExhausted { needed: amount, available }
         } else {
-            Shortfall::Insufficient {
-                needed: amount,
-                available,
-            }
+            Shortfall::Insufficient { needed: amount, available }
         });
     }
     let mut left = amount;
@@ -201,11 +177,7 @@ impl Store {
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
         let tx = self.db().begin_read()?;
         let table = tx.open_table(FUNDS)?;
-        Ok(table
-            .get(account)?
-            .map(|v| decode(v.value()))
-            .transpose()?
-            .unwrap_or_default())
+        Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
     }
 
     /// Entries of one account (or all), oldest first.
@@ -237,9 +209,7 @@ impl Store {
                 problems.push(format!("entry {} out of order", seq.value()));
             }
             last_seq = seq.value();
-            sums.entry(entry.account.clone())
-                .or_default()
-                .add(entry.pot, entry.delta);
+            sums.entry(entry.account.clone()).or_default().add(entry.pot, entry.delta);
             entries += 1;
         }
         let funds_table = tx.open_table(FUNDS)?;
@@ -250,10 +220,7 @@ impl Store {
         }
         for (account, sum) in &sums {
             if cached.get(account) != Some(sum) {
-                problems.push(format!(
-                    "{account}: entries sum to {sum:?}, cached {:?}",
-                    cached.get(account)
-                ));
+                problems.push(format!("{account}: entries sum to {sum:?}, cached {:?}", cached.get(account)));
             }
             if sum.free_trial < 0 || sum.plan < 0 || sum.balance < 0 {
                 problems.push(format!("{account}: negative pot {sum:?}"));
@@ -262,18 +229,11 @@ impl Store {
         for account in cached.keys().filter(|a| !sums.contains_key(*a)) {
             problems.push(format!("{account}: cached funds without entries"));
         }
-        Ok(LedgerReport {
-            entries,
-            accounts: sums.len(),
-            problems,
-        })
+        Ok(LedgerReport { entries, accounts: sums.len(), problems })
     }
 
     /// Usage-log records matching `filter`, oldest first.
-    pub fn usage(
-        &self,
-        filter: impl Fn(&serde_json::Value) -> bool,
-    ) -> Result<Vec<serde_json::Value>, StoreError> {
+    pub fn usage(&self, filter: impl Fn(&serde_json::Value) -> bool) -> Result<Vec<serde_json::Value>, StoreError> {
         let tx = self.db().begin_read()?;
         let table = tx.open_table(USAGE_LOG)?;
         let mut out = Vec::new();
@@ -288,10 +248,7 @@ impl Store {
 }
 
 /// Appends a usage-log record inside the caller's transaction.
-pub(crate) fn log_usage(
-    tx: &WriteTransaction,
-    record: &serde_json::Value,
-) -> Result<(), StoreError> {
+pub(crate) fn log_usage(tx: &WriteTransaction, record: &serde_json::Value) -> Result<(), StoreError> {
     let mut table = tx.open_table(USAGE_LOG)?;
     let seq = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
     table.insert(seq, encode(record)?.as_slice())?;

@@ -19,8 +19,7 @@ use std::sync::Arc;
 
 pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
 pub(crate) const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
-pub(crate) const MODEL_SWITCHES: TableDefinition<&str, bool> =
-    TableDefinition::new("model_switches");
+pub(crate) const MODEL_SWITCHES: TableDefinition<&str, bool> = TableDefinition::new("model_switches");
 pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
@@ -65,8 +64,7 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) `mediagate.redb` under `dir`, creating every table.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
         let db = Database::create(dir.join("mediagate.redb"))?;
         let tx = db.begin_write()?;
         tx.open_table(ACCOUNTS)?;

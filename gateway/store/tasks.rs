@@ -20,10 +20,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Success | TaskStatus::Failed | TaskStatus::Timeout | TaskStatus::Cancelled
-        )
+        matches!(self, TaskStatus::Success | TaskStatus::Failed | TaskStatus::Timeout | TaskStatus::Cancelled)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -140,8 +137,7 @@ impl Store {
         {
             if let Some((key, record)) = idempotency {
                 let mut table = tx.open_table(IDEMPOTENCY)?;
-                let existing: Option<IdempotencyRecord> =
-                    table.get(key)?.map(|v| decode(v.value())).transpose()?;
+                let existing: Option<IdempotencyRecord> = table.get(key)?.map(|v| decode(v.value())).transpose()?;
                 if let Some(existing) = existing {
                     return Ok(Inserted::Duplicate(existing));
                 }
@@ -167,11 +163,9 @@ impl Store {
                 ledger::append(&tx, &postings)?;
                 task.billing["hold"] = serde_json::to_value(&split)?;
             }
-            tx.open_table(TASKS)?
-                .insert(task.task_id.as_str(), encode(task)?.as_slice())?;
+            tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(task)?.as_slice())?;
             if !task.status.is_terminal() {
-                tx.open_table(IN_FLIGHT)?
-                    .insert(task.task_id.as_str(), ())?;
+                tx.open_table(IN_FLIGHT)?.insert(task.task_id.as_str(), ())?;
             }
         }
         tx.commit()?;
@@ -195,8 +189,7 @@ impl Store {
         let tx = self.db().begin_write()?;
         let updated = {
             let mut tasks = tx.open_table(TASKS)?;
-            let current: Option<TaskRecord> =
-                tasks.get(task_id)?.map(|v| decode(v.value())).transpose()?;
+            let current: Option<TaskRecord> = tasks.get(task_id)?.map(|v| decode(v.value())).transpose()?;
             match current {
                 Some(mut task) if expected.contains(&task.status) => {
                     change(&mut task);

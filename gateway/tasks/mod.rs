@@ -20,11 +20,7 @@ pub fn now_ms() -> i64 {
 
 fn local_time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| {
-            t.with_timezone(&chrono::Local)
-                .format("%Y-%m-%d %H:%M:%S")
-                .to_string()
-        })
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string())
         .unwrap_or_default()
 }
 
@@ -40,11 +36,7 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str) -> TaskR
         model: model.id.to_string(),
         operation: model.operation.as_str().to_string(),
         media: model.media,
-        status: if model.task_mode == TaskMode::Async {
-            TaskStatus::Queued
-        } else {
-            TaskStatus::Running
-        },
+        status: if model.task_mode == TaskMode::Async { TaskStatus::Queued } else { TaskStatus::Running },
         created_at: local_time(now),
         created_ms: now,
         updated_ms: now,
@@ -83,22 +75,12 @@ pub async fn forward_async(
     let task_id = task.task_id.clone();
     match answer {
         Ok(answer) => {
-            let upstream_id = answer
-                .pointer("/output/task_id")
-                .and_then(Value::as_str)
-                .map(String::from);
+            let upstream_id = answer.pointer("/output/task_id").and_then(Value::as_str).map(String::from);
             let Some(upstream_id) = upstream_id else {
-                fail(
-                    state,
-                    &task_id,
-                    "UpstreamMalformed",
-                    "no task id in the upstream's answer",
-                )
-                .await?;
+                fail(state, &task_id, "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
-            let first_poll =
-                now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
+            let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
             let updated = web::block(move || {
                 store.update_task(&task_id, &[TaskStatus::Queued], |t| {
                     t.upstream_task_id = Some(upstream_id);
@@ -113,13 +95,7 @@ pub async fn forward_async(
             Ok(task)
         }
         Err(error) => {
-            fail(
-                state,
-                &task_id,
-                &error.code(),
-                "the upstream refused the submission",
-            )
-            .await?;
+            fail(state, &task_id, &error.code(), "the upstream refused the submission").await?;
             Err(error.into())
         }
     }
@@ -143,20 +119,9 @@ async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Valu
 }
 
 /// Ends a task as failed (compare-and-swap from any live state).
-pub async fn fail(
-    state: &AppState,
-    task_id: &str,
-    code: &str,
-    message: &str,
-) -> Result<Option<TaskRecord>, ApiError> {
-    let error = TaskError {
-        code: code.to_string(),
-        message: message.to_string(),
-    };
-    finish(state, task_id, TaskStatus::Failed, move |t| {
-        t.error = Some(error)
-    })
-    .await
+pub async fn fail(state: &AppState, task_id: &str, code: &str, message: &str) -> Result<Option<TaskRecord>, ApiError> {
+    let error = TaskError { code: code.to_string(), message: message.to_string() };
+    finish(state, task_id, TaskStatus::Failed, move |t| t.error = Some(error)).await
 }
 
 /// Moves a live task to a terminal state exactly once; `None` if it had already ended.
@@ -181,6 +146,7 @@ pub async fn finish(
     .map_err(ApiError::internal)??;
     if let Some(task) = &finished {
         crate::metrics::task_finished(task.status);
+        state.limits.release(&task.account);
     }
     Ok(finished)
 }
@@ -223,44 +189,25 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
     let model = crate::catalog::ModelSpec::find(&task.model)?;
     let billing: crate::billing::TaskBilling = serde_json::from_value(task.billing.clone()).ok()?;
     let list_price = billing.settlement?.list_price;
-    let tokens = crate::billing::equivalent::tokens(
-        model,
-        list_price,
-        billing.baseline,
-        task.usage.as_ref(),
-    )?;
+    let tokens = crate::billing::equivalent::tokens(model, list_price, billing.baseline, task.usage.as_ref())?;
     Some(crate::billing::equivalent::object(tokens))
 }
 
 /// The caller's task, or a 404 that looks the same whether it is missing or someone else's.
-pub fn owned_task(
-    state: &AppState,
-    caller: &Caller,
-    task_id: &str,
-) -> Result<TaskRecord, ApiError> {
+pub fn owned_task(state: &AppState, caller: &Caller, task_id: &str) -> Result<TaskRecord, ApiError> {
     match state.store.task(task_id)? {
         Some(task) if task.account == caller.account => Ok(task),
-        _ => Err(
-            ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`."))
-                .with_param("task_id"),
-        ),
+        _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
     }
 }
 
 /// Cancels a task the upstream has not started; anything later is a 409.
-pub async fn cancel(
-    state: &web::Data<AppState>,
-    caller: &Caller,
-    task_id: &str,
-) -> Result<TaskRecord, ApiError> {
+pub async fn cancel(state: &web::Data<AppState>, caller: &Caller, task_id: &str) -> Result<TaskRecord, ApiError> {
     let task = owned_task(state, caller, task_id)?;
     let not_cancellable = |status: TaskStatus| {
         ApiError::new(
             ErrorCode::task_not_cancellable,
-            format!(
-                "Task `{task_id}` is {}; only a queued task can be cancelled.",
-                status.as_str()
-            ),
+            format!("Task `{task_id}` is {}; only a queued task can be cancelled.", status.as_str()),
         )
         .with_param("task_id")
     };
@@ -268,8 +215,7 @@ pub async fn cancel(
         return Err(not_cancellable(task.status));
     }
     if let Some(upstream_id) = &task.upstream_task_id {
-        let model = crate::catalog::ModelSpec::find(&task.model)
-            .ok_or_else(|| ApiError::internal("unknown model"))?;
+        let model = crate::catalog::ModelSpec::find(&task.model).ok_or_else(|| ApiError::internal("unknown model"))?;
         let upstream = state.upstreams.region(model.region)?;
         match client::cancel(upstream, upstream_id).await {
             Ok(_) => {}
@@ -280,10 +226,7 @@ pub async fn cancel(
         }
     }
     let cancelled = finish(state, task_id, TaskStatus::Cancelled, |t| {
-        t.error = Some(TaskError {
-            code: "cancelled".into(),
-            message: "Cancelled by the client.".into(),
-        });
+        t.error = Some(TaskError { code: "cancelled".into(), message: "Cancelled by the client.".into() });
     })
     .await?;
     match cancelled {

@@ -33,10 +33,7 @@ pub struct Poller {
 impl Default for Poller {
     fn default() -> Poller {
         let (tx, rx) = mpsc::unbounded_channel();
-        Poller {
-            tx,
-            rx: Mutex::new(Some(rx)),
-        }
+        Poller { tx, rx: Mutex::new(Some(rx)) }
     }
 }
 
@@ -68,11 +65,7 @@ pub async fn run(state: web::Data<AppState>) {
     match state.store.in_flight() {
         Ok(tasks) => {
             tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
-            heap.extend(
-                tasks
-                    .into_iter()
-                    .map(|t| Reverse((t.next_poll_ms, t.task_id))),
-            );
+            heap.extend(tasks.into_iter().map(|t| Reverse((t.next_poll_ms, t.task_id))));
         }
         Err(e) => tracing::error!(error = %e, "poller could not read in-flight tasks"),
     }
@@ -90,12 +83,7 @@ pub async fn run(state: web::Data<AppState>) {
                 continue;
             }
             crate::metrics::poll_lag(now - due);
-            let (state, limiters, busy, tx) = (
-                state.clone(),
-                limiters.clone(),
-                busy.clone(),
-                state.poller.tx.clone(),
-            );
+            let (state, limiters, busy, tx) = (state.clone(), limiters.clone(), busy.clone(), state.poller.tx.clone());
             actix_web::rt::spawn(async move {
                 let next = check(&state, &limiters, &id).await;
                 busy.borrow_mut().remove(&id);
@@ -104,9 +92,7 @@ pub async fn run(state: web::Data<AppState>) {
                 }
             });
         }
-        let wait = heap
-            .peek()
-            .map_or(500, |Reverse((due, _))| (due - now_ms()).clamp(5, 500));
+        let wait = heap.peek().map_or(500, |Reverse((due, _))| (due - now_ms()).clamp(5, 500));
         tokio::select! {
             received = rx.recv() => match received {
                 Some((due, id)) => heap.push(Reverse((due, id))),
@@ -125,13 +111,9 @@ fn region_limiters(state: &AppState) -> Limiters {
         .upstreams
         .regions()
         .map(|(region, upstream)| {
-            let rate = NonZeroU32::new(per_key * upstream.key_count().max(1) as u32)
-                .unwrap_or(NonZeroU32::MIN);
+            let rate = NonZeroU32::new(per_key * upstream.key_count().max(1) as u32).unwrap_or(NonZeroU32::MIN);
             // Burst of one: the query rate never exceeds the limit even momentarily.
-            (
-                region.clone(),
-                RateLimiter::direct(Quota::per_second(rate).allow_burst(NonZeroU32::MIN)),
-            )
+            (region.clone(), RateLimiter::direct(Quota::per_second(rate).allow_burst(NonZeroU32::MIN)))
         })
         .collect();
     std::sync::Arc::new(limiters)
@@ -154,10 +136,7 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
             code: "timeout".into(),
             message: "The task did not finish before its model's deadline.".into(),
         };
-        let _ = finish(state, task_id, TaskStatus::Timeout, move |t| {
-            t.error = Some(error)
-        })
-        .await;
+        let _ = finish(state, task_id, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
         return None;
     }
     let Some(upstream_id) = task.upstream_task_id.clone() else {
@@ -174,13 +153,7 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
         return Some(task.created_ms + ORPHAN_AFTER_MS + 1);
     };
     let Some(model) = ModelSpec::find(&task.model) else {
-        let _ = fail(
-            state,
-            task_id,
-            "model_removed",
-            "The task's model is no longer in the spec.",
-        )
-        .await;
+        let _ = fail(state, task_id, "model_removed", "The task's model is no longer in the spec.").await;
         return None;
     };
     let Ok(upstream) = state.upstreams.region(model.region) else {
@@ -231,10 +204,7 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
             None
         }
         Observed::Cancelled => {
-            let error = TaskError {
-                code: "cancelled".into(),
-                message: "The upstream cancelled the task.".into(),
-            };
+            let error = TaskError { code: "cancelled".into(), message: "The upstream cancelled the task.".into() };
             let _ = finish(state, task_id, status, move |t| t.error = Some(error)).await;
             None
         }

@@ -12,10 +12,7 @@ use serde_json::Value;
 pub enum Observed {
     Pending,
     Running,
-    Succeeded {
-        results: Vec<TaskResult>,
-        usage: Option<Value>,
-    },
+    Succeeded { results: Vec<TaskResult>, usage: Option<Value> },
     Failed(TaskError),
     Cancelled,
 }
@@ -26,23 +23,12 @@ pub const RESULT_TTL_HOURS: i64 = 24;
 /// Interprets a `GET /tasks/{id}` answer.
 pub fn observe(answer: &Value, media: Media) -> Observed {
     let output = answer.get("output").unwrap_or(&Value::Null);
-    match output
-        .get("task_status")
-        .and_then(Value::as_str)
-        .unwrap_or("UNKNOWN")
-    {
+    match output.get("task_status").and_then(Value::as_str).unwrap_or("UNKNOWN") {
         "PENDING" => Observed::Pending,
         "RUNNING" | "SUSPENDED" => Observed::Running,
-        "SUCCEEDED" => Observed::Succeeded {
-            results: results(output, media),
-            usage: answer.get("usage").cloned(),
-        },
+        "SUCCEEDED" => Observed::Succeeded { results: results(output, media), usage: answer.get("usage").cloned() },
         "FAILED" => Observed::Failed(TaskError {
-            code: output
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("UpstreamFailed")
-                .to_string(),
+            code: output.get("code").and_then(Value::as_str).unwrap_or("UpstreamFailed").to_string(),
             message: output
                 .get("message")
                 .and_then(Value::as_str)
@@ -52,41 +38,25 @@ pub fn observe(answer: &Value, media: Media) -> Observed {
         "CANCELED" | "CANCELLED" => Observed::Cancelled,
         _ => Observed::Failed(TaskError {
             code: "UpstreamTaskUnknown".into(),
-            message: "The upstream no longer knows this task (unknown or older than 24 hours)."
-                .into(),
+            message: "The upstream no longer knows this task (unknown or older than 24 hours).".into(),
         }),
     }
 }
 
 /// Every result URL of a success payload, in the upstream's order.
 pub fn results(output: &Value, media: Media) -> Vec<TaskResult> {
-    let list = |key: &str| {
-        output
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-    };
-    let mut found: Vec<Option<&Value>> = vec![
-        output.get("video_url"),
-        output.get("output_image_url"),
-        output.get("output_vis_image_url"),
-    ];
+    let list = |key: &str| output.get(key).and_then(Value::as_array).into_iter().flatten();
+    let mut found: Vec<Option<&Value>> =
+        vec![output.get("video_url"), output.get("output_image_url"), output.get("output_vis_image_url")];
     found.extend(list("results").map(|item| item.get("url")));
     found.extend(list("render_urls").map(Some));
     for choice in list("choices") {
         let content = choice.pointer("/message/content").and_then(Value::as_array);
-        found.extend(
-            content
-                .into_iter()
-                .flatten()
-                .map(|item| item.get("image").or_else(|| item.get("image_url"))),
-        );
+        found.extend(content.into_iter().flatten().map(|item| item.get("image").or_else(|| item.get("image_url"))));
     }
     let urls = found.into_iter().flatten().filter_map(Value::as_str);
-    let expires_at = (chrono::Local::now() + chrono::Duration::hours(RESULT_TTL_HOURS))
-        .format("%Y-%m-%d %H:%M:%S")
-        .to_string();
+    let expires_at =
+        (chrono::Local::now() + chrono::Duration::hours(RESULT_TTL_HOURS)).format("%Y-%m-%d %H:%M:%S").to_string();
     urls.into_iter()
         .map(|url| TaskResult {
             url: url.to_string(),

@@ -76,16 +76,11 @@ impl Upstreams {
                 ));
             }
             let timeout = Duration::from_secs(upstream.timeout_seconds);
-            regions.insert(
-                region.clone(),
-                RegionUpstream::new(&upstream.base_url, keys, timeout),
-            );
+            regions.insert(region.clone(), RegionUpstream::new(&upstream.base_url, keys, timeout));
         }
         for (model, region) in &config.model_regions {
             let Some(spec) = ModelSpec::find(model) else {
-                return Err(format!(
-                    "config: model_regions names unknown model `{model}`"
-                ));
+                return Err(format!("config: model_regions names unknown model `{model}`"));
             };
             if spec.region != region {
                 return Err(format!(
@@ -103,9 +98,7 @@ impl Upstreams {
     }
 
     pub fn region(&self, region: &str) -> Result<&RegionUpstream, UpstreamError> {
-        self.regions
-            .get(region)
-            .ok_or_else(|| UpstreamError::NotConfigured(region.to_string()))
+        self.regions.get(region).ok_or_else(|| UpstreamError::NotConfigured(region.to_string()))
     }
 
     pub fn regions(&self) -> impl Iterator<Item = (&String, &RegionUpstream)> {
@@ -126,11 +119,7 @@ fn client() -> awc::Client {
 }
 
 /// Submits a job (async) or runs it (sync). Returns the upstream's JSON answer.
-pub async fn create(
-    upstreams: &Upstreams,
-    model: &ModelSpec,
-    envelope: &Value,
-) -> Result<Value, UpstreamError> {
+pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) -> Result<Value, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
     let url = format!("{}/api/v1{}", upstream.base_url, model.route.path);
     let mut request = client()
@@ -147,10 +136,7 @@ pub async fn create(
 }
 
 /// Reads one task.
-pub async fn query(
-    upstream: &RegionUpstream,
-    upstream_task_id: &str,
-) -> Result<Value, UpstreamError> {
+pub async fn query(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
     let url = format!("{}/api/v1/tasks/{upstream_task_id}", upstream.base_url);
     let request = client()
         .get(url)
@@ -160,14 +146,8 @@ pub async fn query(
 }
 
 /// Cancels a PENDING task.
-pub async fn cancel(
-    upstream: &RegionUpstream,
-    upstream_task_id: &str,
-) -> Result<Value, UpstreamError> {
-    let url = format!(
-        "{}/api/v1/tasks/{upstream_task_id}/cancel",
-        upstream.base_url
-    );
+pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
+    let url = format!("{}/api/v1/tasks/{upstream_task_id}/cancel", upstream.base_url);
     let request = client()
         .post(url)
         .timeout(upstream.timeout)
@@ -175,9 +155,7 @@ pub async fn cancel(
     answer(request.send().await).await
 }
 
-async fn answer<S>(
-    sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
-) -> Result<Value, UpstreamError>
+async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>) -> Result<Value, UpstreamError>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
@@ -186,32 +164,14 @@ where
         other => UpstreamError::Transport(other.to_string()),
     })?;
     let status = response.status().as_u16();
-    let body = response
-        .body()
-        .limit(16 * 1024 * 1024)
-        .await
-        .map_err(|e| UpstreamError::Transport(e.to_string()))?;
-    let value: Value =
-        serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    let body = response.body().limit(16 * 1024 * 1024).await.map_err(|e| UpstreamError::Transport(e.to_string()))?;
+    let value: Value = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
     // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
-    let is_error = !(200..300).contains(&status)
-        || (value.get("code").is_some() && value.get("output").is_none());
+    let is_error = !(200..300).contains(&status) || (value.get("code").is_some() && value.get("output").is_none());
     if is_error {
-        let code = value
-            .get("code")
-            .and_then(Value::as_str)
-            .unwrap_or("UnknownError")
-            .to_string();
-        let message = value
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        return Err(UpstreamError::Answered {
-            status,
-            code,
-            message,
-        });
+        let code = value.get("code").and_then(Value::as_str).unwrap_or("UnknownError").to_string();
+        let message = value.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+        return Err(UpstreamError::Answered { status, code, message });
     }
     Ok(value)
 }

@@ -46,49 +46,29 @@ pub struct EnvelopeBuilder<'a> {
 
 impl<'a> EnvelopeBuilder<'a> {
     pub fn new(model: &'a ModelSpec) -> EnvelopeBuilder<'a> {
-        EnvelopeBuilder {
-            model,
-            input: Map::new(),
-            parameters: Map::new(),
-            images: Vec::new(),
-            texts: Vec::new(),
-        }
+        EnvelopeBuilder { model, input: Map::new(), parameters: Map::new(), images: Vec::new(), texts: Vec::new() }
     }
 
     /// The variant tag (vace `function`) always goes to `input`.
     pub fn put_tag(&mut self, tag: &str, value: &str) {
-        self.input
-            .insert(tag.to_string(), Value::String(value.to_string()));
+        self.input.insert(tag.to_string(), Value::String(value.to_string()));
     }
 
     /// Places one field.
     pub fn put<T: Serialize>(&mut self, field: &FieldOut, value: &T) -> Result<(), RenderError> {
-        let value = serde_json::to_value(value).map_err(|e| RenderError {
-            field: field.client,
-            message: e.to_string(),
-        })?;
+        let value =
+            serde_json::to_value(value).map_err(|e| RenderError { field: field.client, message: e.to_string() })?;
         let messages = self.model.envelope == Envelope::Messages;
-        let slot = if messages {
-            field.messages_slot
-        } else {
-            field.slot
-        };
-        let transform = self
-            .model
-            .transforms
-            .iter()
-            .find(|(name, _)| *name == field.client)
-            .map(|(_, t)| *t)
-            .or(field.transform);
+        let slot = if messages { field.messages_slot } else { field.slot };
+        let transform =
+            self.model.transforms.iter().find(|(name, _)| *name == field.client).map(|(_, t)| *t).or(field.transform);
         let target = match slot {
             Slot::None => return Ok(()),
             Slot::Parameters => &mut self.parameters,
             Slot::Input => &mut self.input,
             Slot::Content if messages => {
                 match value {
-                    Value::Array(items) => self
-                        .images
-                        .extend(items.into_iter().map(|url| json!({"image": url}))),
+                    Value::Array(items) => self.images.extend(items.into_iter().map(|url| json!({"image": url}))),
                     Value::String(_) => self.texts.push(json!({"text": value})),
                     other => self.images.push(json!({"image": other})),
                 }
@@ -101,34 +81,21 @@ impl<'a> EnvelopeBuilder<'a> {
                 target.insert(field.upstream.to_string(), value);
             }
             Some(Transform::Uppercase) => {
-                let upper = value
-                    .as_str()
-                    .map(|s| Value::String(s.to_uppercase()))
-                    .unwrap_or(value);
+                let upper = value.as_str().map(|s| Value::String(s.to_uppercase())).unwrap_or(value);
                 target.insert(field.upstream.to_string(), upper);
             }
             Some(Transform::SizeToResolution) => {
-                let tier = value
-                    .as_str()
-                    .and_then(tier_of_size)
-                    .ok_or_else(|| RenderError {
-                        field: field.client,
-                        message: format!("{value} is not a size of any resolution tier"),
-                    })?;
+                let tier = value.as_str().and_then(tier_of_size).ok_or_else(|| RenderError {
+                    field: field.client,
+                    message: format!("{value} is not a size of any resolution tier"),
+                })?;
                 target.insert(field.upstream.to_string(), tier.into());
             }
             Some(Transform::SizeToResolutionRatio) => {
-                let (tier, ratio) =
-                    value
-                        .as_str()
-                        .and_then(ratio_of_size)
-                        .ok_or_else(|| RenderError {
-                            field: field.client,
-                            message: format!(
-                                "{value} has no resolution and ratio on model `{}`",
-                                self.model.id
-                            ),
-                        })?;
+                let (tier, ratio) = value.as_str().and_then(ratio_of_size).ok_or_else(|| RenderError {
+                    field: field.client,
+                    message: format!("{value} has no resolution and ratio on model `{}`", self.model.id),
+                })?;
                 target.insert("resolution".into(), tier.into());
                 target.insert("ratio".into(), ratio.into());
             }
@@ -141,10 +108,7 @@ impl<'a> EnvelopeBuilder<'a> {
         if !self.images.is_empty() || !self.texts.is_empty() {
             let mut content = self.images;
             content.extend(self.texts);
-            self.input.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": content}]),
-            );
+            self.input.insert("messages".into(), json!([{"role": "user", "content": content}]));
         }
         json!({"model": self.model.model_code, "input": self.input, "parameters": self.parameters})
     }

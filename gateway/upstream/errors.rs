@@ -10,11 +10,7 @@ use crate::error::{ApiError, ErrorCode};
 pub enum UpstreamError {
     /// The upstream answered with an error body.
     #[error("upstream answered {status} {code}")]
-    Answered {
-        status: u16,
-        code: String,
-        message: String,
-    },
+    Answered { status: u16, code: String, message: String },
     /// No answer in time.
     #[error("upstream timed out")]
     Timeout,
@@ -61,24 +57,20 @@ impl From<UpstreamError> for ApiError {
     fn from(error: UpstreamError) -> ApiError {
         match &error {
             UpstreamError::Answered { code, message, .. } => map_code(code, message),
-            UpstreamError::Timeout => ApiError::new(
-                ErrorCode::upstream_timeout,
-                "The upstream did not answer in time; retry later.",
-            ),
-            UpstreamError::Transport(_) => ApiError::new(
-                ErrorCode::upstream_unavailable,
-                "The upstream is unreachable; retry later.",
-            )
-            .with_retry_after(5),
-            UpstreamError::Malformed(_) => ApiError::new(
-                ErrorCode::upstream_error,
-                "The upstream answered something unreadable.",
-            ),
-            UpstreamError::NotConfigured(_) => ApiError::new(
-                ErrorCode::upstream_unavailable,
-                "No upstream is configured for this model's region.",
-            )
-            .with_retry_after(60),
+            UpstreamError::Timeout => {
+                ApiError::new(ErrorCode::upstream_timeout, "The upstream did not answer in time; retry later.")
+            }
+            UpstreamError::Transport(_) => {
+                ApiError::new(ErrorCode::upstream_unavailable, "The upstream is unreachable; retry later.")
+                    .with_retry_after(5)
+            }
+            UpstreamError::Malformed(_) => {
+                ApiError::new(ErrorCode::upstream_error, "The upstream answered something unreadable.")
+            }
+            UpstreamError::NotConfigured(_) => {
+                ApiError::new(ErrorCode::upstream_unavailable, "No upstream is configured for this model's region.")
+                    .with_retry_after(60)
+            }
         }
     }
 }
@@ -99,46 +91,23 @@ fn map_code(code: &str, message: &str) -> ApiError {
     {
         ApiError::new(
             ErrorCode::upstream_rejected,
-            format!(
-                "The upstream rejected the request ({code}): {}",
-                clip(message)
-            ),
+            format!("The upstream rejected the request ({code}): {}", clip(message)),
         )
     } else if is_quota(code) {
-        ApiError::new(
-            ErrorCode::upstream_quota_exhausted,
-            "The upstream's free-trial quota for this model is used up.",
-        )
+        ApiError::new(ErrorCode::upstream_quota_exhausted, "The upstream's free-trial quota for this model is used up.")
     } else if family("Throttling") {
-        ApiError::new(
-            ErrorCode::upstream_rate_limited,
-            "The upstream is rate limiting; retry shortly.",
-        )
-        .with_retry_after(2)
+        ApiError::new(ErrorCode::upstream_rate_limited, "The upstream is rate limiting; retry shortly.")
+            .with_retry_after(2)
     } else if code == "ModelUnavailable" || code == "Arrearage" {
-        ApiError::new(
-            ErrorCode::upstream_unavailable,
-            "The model is unavailable upstream; retry later.",
-        )
-        .with_retry_after(30)
+        ApiError::new(ErrorCode::upstream_unavailable, "The model is unavailable upstream; retry later.")
+            .with_retry_after(30)
     } else {
         // InvalidApiKey, AccessDenied, Model.AccessDenied, InternalError.*: the gateway's problem, not the client's.
-        ApiError::new(
-            ErrorCode::upstream_error,
-            format!("The upstream failed the request ({code})."),
-        )
+        ApiError::new(ErrorCode::upstream_error, format!("The upstream failed the request ({code})."))
     }
 }
 
 fn clip(message: &str) -> String {
-    let cleaned: String = message
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    if cleaned.contains("://") {
-        "see the parameter rules of this model".into()
-    } else {
-        cleaned
-    }
+    let cleaned: String = message.chars().filter(|c| !c.is_control()).take(200).collect();
+    if cleaned.contains("://") { "see the parameter rules of this model".into() } else { cleaned }
 }

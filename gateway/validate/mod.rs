@@ -20,10 +20,7 @@ pub struct Violation {
 
 impl Violation {
     pub fn new(param: impl Into<String>, message: impl Into<String>) -> Violation {
-        Violation {
-            param: param.into(),
-            message: message.into(),
-        }
+        Violation { param: param.into(), message: message.into() }
     }
 }
 
@@ -37,17 +34,11 @@ pub struct ModelValidator {
 impl ModelValidator {
     /// Compiles the model's canonical schema and its operation's rules.
     pub fn compile(model: &'static ModelSpec) -> Result<ModelValidator, String> {
-        let schema: Value = serde_json::from_str(model.canonical_schema)
-            .map_err(|e| format!("schema of {}: {e}", model.id))?;
-        let schema = jsonschema::draft202012::new(&schema)
-            .map_err(|e| format!("schema of {}: {e}", model.id))?;
-        let rules = RuleSet::parse(model.operation.spec())
-            .map_err(|e| format!("rules of {}: {e}", model.id))?;
-        Ok(ModelValidator {
-            model,
-            schema,
-            rules,
-        })
+        let schema: Value =
+            serde_json::from_str(model.canonical_schema).map_err(|e| format!("schema of {}: {e}", model.id))?;
+        let schema = jsonschema::draft202012::new(&schema).map_err(|e| format!("schema of {}: {e}", model.id))?;
+        let rules = RuleSet::parse(model.operation.spec()).map_err(|e| format!("rules of {}: {e}", model.id))?;
+        Ok(ModelValidator { model, schema, rules })
     }
 
     /// Checks `body` in place: aliases are renamed to their canonical field, then every check runs.
@@ -59,22 +50,12 @@ impl ModelValidator {
             *body = map;
         }
         if violations.is_empty() {
-            let tag = self
-                .model
-                .operation
-                .spec()
-                .variant_tag
-                .and_then(|t| body.get(t))
-                .and_then(Value::as_str);
+            let tag = self.model.operation.spec().variant_tag.and_then(|t| body.get(t)).and_then(Value::as_str);
             violations.extend(self.rules.check(body, tag));
             violations.extend(pixel_checks(self.model, body));
         }
         violations.dedup();
-        if violations.is_empty() {
-            Ok(())
-        } else {
-            Err(violations)
-        }
+        if violations.is_empty() { Ok(()) } else { Err(violations) }
     }
 
     /// A schema error in words a client can act on, naming the field.
@@ -83,10 +64,7 @@ impl ModelValidator {
         match error.kind() {
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().unwrap_or_default();
-                Violation::new(
-                    join(&path, name),
-                    format!("`{}` is required", join(&path, name)),
-                )
+                Violation::new(join(&path, name), format!("`{}` is required", join(&path, name)))
             }
             ValidationErrorKind::AdditionalProperties { unexpected }
             | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
@@ -94,10 +72,9 @@ impl ModelValidator {
                 let first = unexpected.first().map(String::as_str).unwrap_or_default();
                 Violation::new(join(&path, first), format!("unknown field `{names}`"))
             }
-            ValidationErrorKind::FalseSchema => Violation::new(
-                &path,
-                format!("`{path}` is not supported by model `{}`", self.model.id),
-            ),
+            ValidationErrorKind::FalseSchema => {
+                Violation::new(&path, format!("`{path}` is not supported by model `{}`", self.model.id))
+            }
             _ => Violation::new(&path, format!("`{path}`: {}", error.masked())),
         }
     }
@@ -128,9 +105,7 @@ fn pixel_checks(model: &ModelSpec, body: &Map<String, Value>) -> Vec<Violation> 
         let Some(size) = body.get(*field).and_then(Value::as_str) else {
             continue;
         };
-        let parsed = size
-            .split_once('*')
-            .and_then(|(w, h)| Some((w.parse::<u64>().ok()?, h.parse::<u64>().ok()?)));
+        let parsed = size.split_once('*').and_then(|(w, h)| Some((w.parse::<u64>().ok()?, h.parse::<u64>().ok()?)));
         let ok = parsed.is_some_and(|(w, h)| {
             let pixels = w * h;
             let aspect = w as f64 / h.max(1) as f64;
@@ -166,9 +141,5 @@ fn dotted(pointer: &str) -> String {
 }
 
 fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_string()
-    } else {
-        format!("{path}.{name}")
-    }
+    if path.is_empty() { name.to_string() } else { format!("{path}.{name}") }
 }

@@ -51,16 +51,8 @@ impl RuleSet {
 
     /// Every broken rule of the common part and of the variant `tag` selects.
     pub fn check(&self, body: &Map<String, Value>, tag: Option<&str>) -> Vec<Violation> {
-        let variant = tag
-            .and_then(|t| self.0.variants.get(t))
-            .into_iter()
-            .flatten();
-        self.0
-            .common
-            .iter()
-            .chain(variant)
-            .flat_map(|rule| rule.check(body))
-            .collect()
+        let variant = tag.and_then(|t| self.0.variants.get(t)).into_iter().flatten();
+        self.0.common.iter().chain(variant).flat_map(|rule| rule.check(body)).collect()
     }
 }
 
@@ -69,17 +61,9 @@ impl Rule {
         let present = |name: &str| body.get(name).is_some_and(|v| !v.is_null());
         let applies = match &self.when {
             None => true,
-            Some(Condition {
-                present: Some(f), ..
-            }) => present(f),
-            Some(Condition {
-                absent: Some(f), ..
-            }) => !present(f),
-            Some(Condition {
-                field: Some(f),
-                equals: Some(v),
-                ..
-            }) => body.get(f) == Some(v),
+            Some(Condition { present: Some(f), .. }) => present(f),
+            Some(Condition { absent: Some(f), .. }) => !present(f),
+            Some(Condition { field: Some(f), equals: Some(v), .. }) => body.get(f) == Some(v),
             Some(_) => false,
         };
         if !applies {
@@ -88,57 +72,32 @@ impl Rule {
         let why = &self.description;
         let mut out = Vec::new();
         for name in self.require.iter().filter(|n| !present(n)) {
-            out.push(Violation::new(
-                name,
-                format!("`{name}` is required here: {why}"),
-            ));
+            out.push(Violation::new(name, format!("`{name}` is required here: {why}")));
         }
         for name in self.forbid.iter().filter(|n| present(n)) {
-            out.push(Violation::new(
-                name,
-                format!("`{name}` is not allowed here: {why}"),
-            ));
+            out.push(Violation::new(name, format!("`{name}` is not allowed here: {why}")));
         }
         for (name, value) in &self.equal {
             if body.get(name) != Some(value) {
-                out.push(Violation::new(
-                    name,
-                    format!("`{name}` must be {value} here: {why}"),
-                ));
+                out.push(Violation::new(name, format!("`{name}` must be {value} here: {why}")));
             }
         }
         if !self.any_of.is_empty() && !self.any_of.iter().any(|n| present(n)) {
             let names = self.any_of.join("`, `");
-            out.push(Violation::new(
-                &self.any_of[0],
-                format!("send at least one of `{names}`: {why}"),
-            ));
+            out.push(Violation::new(&self.any_of[0], format!("send at least one of `{names}`: {why}")));
         }
         let given: Vec<&String> = self.at_most_one_of.iter().filter(|n| present(n)).collect();
         if given.len() > 1 {
-            let names = given
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join("`, `");
-            out.push(Violation::new(
-                given[1].as_str(),
-                format!("send only one of `{names}`: {why}"),
-            ));
+            let names = given.iter().map(|n| n.as_str()).collect::<Vec<_>>().join("`, `");
+            out.push(Violation::new(given[1].as_str(), format!("send only one of `{names}`: {why}")));
         }
-        let lengths: Vec<(&String, usize)> = self
-            .same_length
-            .iter()
-            .filter_map(|n| Some((n, body.get(n)?.as_array()?.len())))
-            .collect();
+        let lengths: Vec<(&String, usize)> =
+            self.same_length.iter().filter_map(|n| Some((n, body.get(n)?.as_array()?.len()))).collect();
         if lengths.len() > 1 && lengths.iter().any(|(_, l)| *l != lengths[0].1) {
             let (name, len) = lengths[1];
             out.push(Violation::new(
                 name,
-                format!(
-                    "`{name}` has {len} items but `{}` has {}: {why}",
-                    lengths[0].0, lengths[0].1
-                ),
+                format!("`{name}` has {len} items but `{}` has {}: {why}", lengths[0].0, lengths[0].1),
             ));
         }
         out

@@ -30,15 +30,7 @@ impl Demo {
     /// Starts on `data_dir` (kept by the caller), listening on `listen`.
     pub fn start_in(data_dir: &Path, listen: &str, time_scale: f64) -> Demo {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mediagate"))
-            .args([
-                "demo",
-                "--listen",
-                listen,
-                "--api-key",
-                KEY,
-                "--time-scale",
-                &time_scale.to_string(),
-            ])
+            .args(["demo", "--listen", listen, "--api-key", KEY, "--time-scale", &time_scale.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
             .env("MEDIAGATE_LOG", "warn")
@@ -49,18 +41,9 @@ impl Demo {
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().unwrap().unwrap();
-        let base = first
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap()
-            .to_string();
+        let base = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_string();
         std::thread::spawn(move || for _ in lines {});
-        let demo = Demo {
-            base,
-            data_dir: data_dir.to_path_buf(),
-            child,
-            _tmp: None,
-        };
+        let demo = Demo { base, data_dir: data_dir.to_path_buf(), child, _tmp: None };
         demo.wait_ready();
         demo
     }
@@ -89,31 +72,15 @@ impl Demo {
     }
 
     pub fn post(&self, path: &str, body: &Value) -> Reply {
-        self.request(
-            "POST",
-            path,
-            Some(body),
-            &[("Authorization", &format!("Bearer {KEY}"))],
-        )
+        self.request("POST", path, Some(body), &[("Authorization", &format!("Bearer {KEY}"))])
     }
 
     pub fn get(&self, path: &str) -> Reply {
-        self.request(
-            "GET",
-            path,
-            None,
-            &[("Authorization", &format!("Bearer {KEY}"))],
-        )
+        self.request("GET", path, None, &[("Authorization", &format!("Bearer {KEY}"))])
     }
 
     /// Any request, with exactly the headers given.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-        headers: &[(&str, &str)],
-    ) -> Reply {
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Reply {
         let text = body.map(|b| b.to_string());
         self.raw(method, path, text.as_deref(), "application/json", headers)
     }
@@ -126,10 +93,7 @@ impl Demo {
         content_type: &str,
         headers: &[(&str, &str)],
     ) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
         let url = self.url(path);
         let response = match (method, body) {
             ("GET", _) => {
@@ -152,21 +116,11 @@ impl Demo {
         let headers: Vec<(String, String)> = response
             .headers()
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_string(),
-                    v.to_str().unwrap_or_default().to_string(),
-                )
-            })
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
             .collect();
         let bytes = response.body_mut().read_to_vec().unwrap();
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            json,
-            bytes,
-        }
+        Reply { status, headers, json, bytes }
     }
 
     /// Polls a task until it is terminal.
@@ -174,10 +128,7 @@ impl Demo {
         let deadline = Instant::now() + timeout;
         loop {
             let reply = self.get(&format!("/v1/tasks/{task_id}"));
-            let status = reply.json["status"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let status = reply.json["status"].as_str().unwrap_or_default().to_string();
             if ["success", "failed", "timeout", "cancelled"].contains(&status.as_str()) {
                 return reply.json;
             }
@@ -203,10 +154,7 @@ pub struct Reply {
 
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn code(&self) -> &str {
@@ -227,10 +175,7 @@ pub fn examples() -> Vec<(String, Value)> {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| {
             let stem = p.file_stem().unwrap().to_string_lossy().to_string();
-            (
-                stem,
-                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap(),
-            )
+            (stem, serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())
         })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));

@@ -6,11 +6,7 @@ fn main() -> ExitCode {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "spec".into());
     match mediagate_codegen::Spec::load(std::path::Path::new(&dir)) {
         Ok(spec) => {
-            println!(
-                "{dir}: {} operations, {} models: ok",
-                spec.operations.len(),
-                spec.models.len()
-            );
+            println!("{dir}: {} operations, {} models: ok", spec.operations.len(), spec.models.len());
             ExitCode::SUCCESS
         }
         Err(errors) => {

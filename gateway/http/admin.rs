@@ -1,0 +1,331 @@
+//! The admin API under `/admin/v1`, authenticated by the admin token from the environment. The
+//! `mediagate admin` command is its client.
+
+use crate::error::{ApiError, ErrorCode};
+use crate::http::models::describe;
+use crate::state::AppState;
+use crate::store::ledger::{EntryKind, Posting, Pot};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::future::{Ready, ready};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/admin/v1")
+            .route("/accounts", web::post().to(create_account))
+            .route("/accounts/{account}", web::get().to(show_account))
+            .route("/accounts/{account}/top-up", web::post().to(top_up))
+            .route("/accounts/{account}/plan", web::post().to(set_plan))
+            .route("/accounts/{account}/free-trial", web::post().to(grant_free_trial))
+            .route("/accounts/{account}/keys", web::post().to(create_key))
+            .route("/accounts/{account}/keys", web::get().to(list_keys))
+            .route("/accounts/{account}/keys/{prefix}/revoke", web::post().to(revoke_keys))
+            .route("/usage", web::get().to(usage))
+            .route("/tasks/{task_id}", web::get().to(task))
+            .route("/models", web::get().to(models))
+            .route("/models/{model}/{switch}", web::post().to(switch_model))
+            .route("/ledger/verify", web::get().to(verify)),
+    );
+}
+
+/// A request carrying the admin token.
+pub struct Admin;
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Admin, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let expected = req
+            .app_data::<web::Data<AppState>>()
+            .and_then(|s| std::env::var(&s.config.admin_token_env).ok())
+            .filter(|t| !t.is_empty());
+        let presented = crate::http::auth::presented_key(req);
+        ready(match (expected, presented) {
+            (Some(expected), Some(presented)) if constant_time_eq(expected.as_bytes(), presented.as_bytes()) => {
+                Ok(Admin)
+            }
+            (None, _) => {
+                Err(ApiError::new(ErrorCode::admin_forbidden, "The admin API is disabled: no admin token is set."))
+            }
+            _ => Err(ApiError::new(ErrorCode::admin_forbidden, "A valid admin token is required.")),
+        })
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(Deserialize)]
+struct NewAccount {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Amount {
+    /// Micro-units.
+    amount: i64,
+    #[serde(default)]
+    note: String,
+}
+
+#[derive(Deserialize)]
+struct Plan {
+    name: String,
+    /// Micro-units the plan funds; the plan pot is set to this amount.
+    allowance: i64,
+}
+
+fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
+    match state.store.account(account)? {
+        Some(_) => Ok(()),
+        None => {
+            Err(ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account"))
+        }
+    }
+}
+
+fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
+    let record = state.store.account(account)?.ok_or_else(|| {
+        ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account")
+    })?;
+    let funds = state.store.funds(account)?;
+    Ok(json!({"account": record, "funds": funds}))
+}
+
+async fn create_account(
+    _: Admin,
+    state: web::Data<AppState>,
+    body: web::Json<NewAccount>,
+) -> Result<HttpResponse, ApiError> {
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 128 {
+        return Err(ApiError::new(ErrorCode::invalid_parameter, "`name` must be 1-128 characters.").with_param("name"));
+    }
+    let store = state.store.clone();
+    let owned = name.to_string();
+    web::block(move || store.ensure_account(&owned)).await.map_err(ApiError::internal)??;
+    Ok(HttpResponse::Created().json(account_view(&state, name)?))
+}
+
+async fn show_account(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let mut view = account_view(&state, &account)?;
+    view["keys"] = json!(state.store.keys_of(&account)?);
+    Ok(HttpResponse::Ok().json(view))
+}
+
+async fn post_to_pot(
+    state: &web::Data<AppState>,
+    account: &str,
+    kind: EntryKind,
+    pot: Pot,
+    delta: i64,
+    note: String,
+) -> Result<HttpResponse, ApiError> {
+    account_exists(state, account)?;
+    let store = state.store.clone();
+    let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
+    web::block(move || store.post(&[posting]))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| ApiError::new(ErrorCode::conflict, format!("The entry was refused: {e}")))?;
+    Ok(HttpResponse::Ok().json(account_view(state, account)?))
+}
+
+fn positive(amount: i64) -> Result<i64, ApiError> {
+    if amount <= 0 {
+        return Err(ApiError::new(ErrorCode::invalid_parameter, "`amount` must be a positive number of micro-units.")
+            .with_param("amount"));
+    }
+    Ok(amount)
+}
+
+async fn top_up(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+    body: web::Json<Amount>,
+) -> Result<HttpResponse, ApiError> {
+    let amount = positive(body.amount)?;
+    post_to_pot(&state, &account, EntryKind::TopUp, Pot::Balance, amount, body.note.clone()).await
+}
+
+async fn grant_free_trial(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+    body: web::Json<Amount>,
+) -> Result<HttpResponse, ApiError> {
+    let amount = positive(body.amount)?;
+    post_to_pot(&state, &account, EntryKind::Grant, Pot::FreeTrial, amount, body.note.clone()).await
+}
+
+async fn set_plan(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+    body: web::Json<Plan>,
+) -> Result<HttpResponse, ApiError> {
+    if body.allowance < 0 {
+        return Err(
+            ApiError::new(ErrorCode::invalid_parameter, "`allowance` must not be negative.").with_param("allowance")
+        );
+    }
+    account_exists(&state, &account)?;
+    let current = state.store.funds(&account)?.plan;
+    post_to_pot(&state, &account, EntryKind::Plan, Pot::Plan, body.allowance - current, format!("plan {}", body.name))
+        .await
+}
+
+async fn create_key(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    account_exists(&state, &account)?;
+    let key = state.store.create_key(&account)?;
+    Ok(HttpResponse::Created()
+        .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
+}
+
+async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    account_exists(&state, &account)?;
+    Ok(HttpResponse::Ok().json(json!({"keys": state.store.keys_of(&account)?})))
+}
+
+async fn revoke_keys(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (account, prefix) = path.into_inner();
+    account_exists(&state, &account)?;
+    let revoked = state.store.revoke_keys(&account, &prefix)?;
+    if revoked == 0 {
+        return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
+    }
+    Ok(HttpResponse::Ok().json(json!({"revoked": revoked})))
+}
+
+#[derive(Deserialize)]
+struct UsageQuery {
+    account: Option<String>,
+    model: Option<String>,
+    /// Epoch milliseconds, inclusive.
+    since: Option<i64>,
+    until: Option<i64>,
+    /// `jsonl` (default) or `csv`.
+    format: Option<String>,
+}
+
+const CSV_COLUMNS: &[&str] = &[
+    "at",
+    "account",
+    "key_prefix",
+    "model",
+    "operation",
+    "task_id",
+    "request_id",
+    "status",
+    "list_price",
+    "charged",
+    "units",
+    "by_source",
+];
+
+async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuery>) -> Result<HttpResponse, ApiError> {
+    let q = query.into_inner();
+    let records = state.store.usage(|r| {
+        let at = r["at_ms"].as_i64().unwrap_or(0);
+        q.account.as_deref().is_none_or(|a| r["account"] == a)
+            && q.model.as_deref().is_none_or(|m| r["model"] == m)
+            && q.since.is_none_or(|s| at >= s)
+            && q.until.is_none_or(|u| at <= u)
+    })?;
+    match q.format.as_deref().unwrap_or("jsonl") {
+        "jsonl" => {
+            let body: String = records.iter().map(|r| format!("{r}\n")).collect();
+            Ok(HttpResponse::Ok().content_type("application/x-ndjson").body(body))
+        }
+        "csv" => {
+            let mut body = CSV_COLUMNS.join(",") + "\n";
+            for r in &records {
+                let row: Vec<String> = CSV_COLUMNS
+                    .iter()
+                    .map(|c| match &r[*c] {
+                        Value::String(s) => csv_field(s),
+                        Value::Null => String::new(),
+                        other => csv_field(&other.to_string()),
+                    })
+                    .collect();
+                body.push_str(&row.join(","));
+                body.push('\n');
+            }
+            Ok(HttpResponse::Ok().content_type("text/csv").body(body))
+        }
+        other => {
+            Err(ApiError::new(ErrorCode::invalid_parameter, format!("Unknown format `{other}`; use jsonl or csv."))
+                .with_param("format"))
+        }
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text.to_string() }
+}
+
+async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let task = state
+        .store
+        .task(&task_id)?
+        .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?;
+    let mut view = crate::tasks::view(&task);
+    view["account"] = json!(task.account);
+    view["key_prefix"] = json!(task.key_prefix);
+    view["upstream_task_id"] = json!(task.upstream_task_id);
+    view["billing"] = task.billing;
+    Ok(HttpResponse::Ok().json(view))
+}
+
+async fn models(_: Admin, state: web::Data<AppState>) -> HttpResponse {
+    let data: Vec<Value> = crate::catalog::MODELS
+        .iter()
+        .map(|m| {
+            let mut v = describe(m);
+            v["enabled"] = json!(state.registry.is_enabled(m));
+            v
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({"object": "list", "data": data}))
+}
+
+async fn switch_model(
+    _: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (model, switch) = path.into_inner();
+    let enabled = match switch.as_str() {
+        "enable" => true,
+        "disable" => false,
+        _ => return Err(ApiError::new(ErrorCode::not_found, "Use /enable or /disable.")),
+    };
+    let spec = crate::catalog::ModelSpec::find(&model)
+        .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
+    let store = state.store.clone();
+    let id = spec.id;
+    web::block(move || store.set_model_switch(id, enabled)).await.map_err(ApiError::internal)??;
+    state.registry.set_enabled(spec.id, enabled);
+    Ok(HttpResponse::Ok().json(json!({"model": spec.id, "enabled": enabled})))
+}
+
+async fn verify(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let report = state.store.verify_ledger()?;
+    Ok(HttpResponse::Ok().json(report))
+}

@@ -1,0 +1,62 @@
+//! Per-account and per-key limits: unfinished tasks per account, requests per second per key. Both answer
+//! 429 with `Retry-After`.
+
+use crate::error::{ApiError, ErrorCode};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+
+pub struct Limits {
+    max_in_flight: usize,
+    in_flight: Mutex<HashMap<String, usize>>,
+    rate: DefaultKeyedRateLimiter<String>,
+}
+
+impl Limits {
+    pub fn new(config: &crate::config::LimitsConfig) -> Limits {
+        let rate = NonZeroU32::new(config.requests_per_second_per_key).unwrap_or(NonZeroU32::MIN);
+        Limits {
+            max_in_flight: config.max_in_flight_per_account,
+            in_flight: Mutex::new(HashMap::new()),
+            rate: RateLimiter::keyed(Quota::per_second(rate)),
+        }
+    }
+
+    /// Counts the in-flight tasks found at start-up.
+    pub fn restore(&self, accounts: impl IntoIterator<Item = String>) {
+        let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        for account in accounts {
+            *counts.entry(account).or_default() += 1;
+        }
+    }
+
+    /// One request by `key_prefix`'s key.
+    pub fn request(&self, key_hash: &str) -> Result<(), ApiError> {
+        self.rate.check_key(&key_hash.to_string()).map_err(|_| {
+            ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
+        })
+    }
+
+    /// Reserves an in-flight slot for `account`; release it with [`Limits::release`].
+    pub fn reserve(&self, account: &str) -> Result<(), ApiError> {
+        let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry(account.to_string()).or_default();
+        if *count >= self.max_in_flight {
+            return Err(ApiError::new(
+                ErrorCode::too_many_tasks,
+                format!("The account has {count} unfinished tasks, the most allowed; wait for some to finish."),
+            )
+            .with_retry_after(5));
+        }
+        *count += 1;
+        Ok(())
+    }
+
+    pub fn release(&self, account: &str) {
+        let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = counts.get_mut(account) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}
