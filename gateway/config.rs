@@ -24,6 +24,8 @@ pub struct Config {
     pub poller: PollerConfig,
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
+    /// Caps every model's deadline (seconds); 0 keeps the spec's deadlines.
+    pub max_task_seconds: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -88,6 +90,7 @@ impl Default for Config {
             poller: PollerConfig::default(),
             limits: LimitsConfig::default(),
             billing: BillingConfig::default(),
+            max_task_seconds: 0,
         }
     }
 }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub struct DemoOptions {
+    /// Settings other than address, data dir and upstreams (which the demo decides).
+    pub config: Config,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     pub api_key: Option<String>,
@@ -27,7 +29,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     let listener = std::net::TcpListener::bind(options.listen).map_err(|e| format!("bind {}: {e}", options.listen))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..Config::default() };
+    let config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..options.config.clone() };
 
     let regions = crate::catalog::REGIONS;
     let upstream_key = |region: &str| format!("demo-upstream-{region}");
@@ -48,6 +50,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     }
     let state = server::build_state(config, upstreams).map_err(|e| e.to_string())?;
     let key = demo_key(&state.store, &options)?;
+    fund_demo_account(&state.store)?;
     print_banner(addr, &key);
     let mount = move |cfg: &mut actix_web::web::ServiceConfig| {
         let simulator = simulator.clone();
@@ -69,6 +72,28 @@ fn demo_key(store: &crate::store::Store, options: &DemoOptions) -> Result<String
     store.insert_key(DEMO_ACCOUNT, &key).map_err(|e| e.to_string())?;
     std::fs::write(&remembered, &key).map_err(|e| format!("{}: {e}", remembered.display()))?;
     Ok(key)
+}
+
+/// Money the demo account starts with, once: a balance and a free trial (micro-units).
+pub const DEMO_BALANCE: i64 = 1_000_000_000;
+pub const DEMO_FREE_TRIAL: i64 = 100_000_000;
+
+fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
+    use crate::store::ledger::{EntryKind, Pot, Posting};
+    if !store.entries(Some(DEMO_ACCOUNT)).map_err(|e| e.to_string())?.is_empty() {
+        return Ok(());
+    }
+    let posting = |kind, pot, delta| Posting {
+        account: DEMO_ACCOUNT.into(),
+        kind,
+        pot,
+        delta,
+        task_id: None,
+        note: "demo start".into(),
+    };
+    store
+        .post(&[posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE), posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL)])
+        .map_err(|e| e.to_string())
 }
 
 fn print_banner(addr: SocketAddr, key: &str) {

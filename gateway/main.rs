@@ -64,6 +64,9 @@ struct ServeArgs {
 
 #[derive(Args)]
 struct DemoArgs {
+    /// YAML config for everything but address, data dir and upstreams.
+    #[arg(long)]
+    config: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     #[arg(long, default_value = "./mediagate-demo")]

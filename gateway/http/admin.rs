@@ -299,6 +299,7 @@ async fn models(_: Admin, state: web::Data<AppState>) -> HttpResponse {
         .map(|m| {
             let mut v = describe(m);
             v["enabled"] = json!(state.registry.is_enabled(m));
+            v["billing"] = crate::http::models::billing_rule(m);
             v
         })
         .collect();

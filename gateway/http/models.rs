@@ -52,3 +52,24 @@ pub fn describe(model: &ModelSpec) -> Value {
         "limits": limits,
     })
 }
+
+/// A model's pricing rule as the back office sees it (micro-units).
+pub fn billing_rule(model: &ModelSpec) -> Value {
+    match model.billing {
+        BillingRule::PerSecond { placeholder, tiers } => {
+            let tiers: serde_json::Map<String, Value> =
+                tiers.iter().map(|t| (t.tier.to_string(), json!({"audio": t.audio, "silent": t.silent}))).collect();
+            json!({"basis": "per_second", "placeholder": placeholder, "tiers": tiers})
+        }
+        BillingRule::PerImage { placeholder, price } => {
+            json!({"basis": "per_image", "placeholder": placeholder, "price": price})
+        }
+        BillingRule::PerCall { placeholder, price } => {
+            json!({"basis": "per_call", "placeholder": placeholder, "price": price})
+        }
+        BillingRule::PerToken { placeholder, price } => json!({
+            "basis": "per_token", "placeholder": placeholder,
+            "input_per_million": price.input_per_million, "output_per_million": price.output_per_million,
+        }),
+    }
+}

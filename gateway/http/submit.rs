@@ -42,7 +42,7 @@ pub async fn submit(
     let admitted = admit(&state.registry, endpoint, body)?;
     state.limits.reserve(&caller.account)?;
     let reserved = Reservation { state: &state, account: &caller.account, kept: false };
-    let mut task = tasks::new_task(&caller, &admitted, &request_id);
+    let mut task = tasks::new_task(&caller, &admitted, &request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let billing = TaskBilling {
         quoted,

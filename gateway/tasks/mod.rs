@@ -25,9 +25,13 @@ fn local_time(ms: i64) -> String {
 }
 
 /// A new task record for an admitted submission, not yet forwarded.
-pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str) -> TaskRecord {
+pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task_seconds: u64) -> TaskRecord {
     let now = now_ms();
     let model = admitted.model;
+    let deadline = match max_task_seconds {
+        0 => model.deadline_seconds,
+        cap => model.deadline_seconds.min(cap),
+    };
     TaskRecord {
         task_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
         request_id: request_id.to_string(),
@@ -44,7 +48,7 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str) -> TaskR
         upstream_task_id: None,
         next_poll_ms: now,
         polls: 0,
-        deadline_ms: now + (model.deadline_seconds as i64) * 1000,
+        deadline_ms: now + (deadline as i64) * 1000,
         results: Vec::new(),
         usage: None,
         error: None,

@@ -173,6 +173,7 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
         }
     };
     let observed = observe(&answer, model.media);
+    failpoint_before_settle(&observed);
     let status = status_of(&observed);
     let next = now_ms() + next_interval_ms(now_ms() - task.created_ms, config);
     match observed {
@@ -208,5 +209,14 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
             let _ = finish(state, task_id, status, move |t| t.error = Some(error)).await;
             None
         }
+    }
+}
+
+/// `MEDIAGATE_FAILPOINT=before-settle` aborts the process after the upstream reported a terminal state and
+/// before the store records it: the crash window that exactly-once settlement must survive (tested).
+fn failpoint_before_settle(observed: &Observed) {
+    let terminal = !matches!(observed, Observed::Pending | Observed::Running);
+    if terminal && std::env::var("MEDIAGATE_FAILPOINT").is_ok_and(|f| f == "before-settle") {
+        std::process::abort();
     }
 }

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const KEY: &str = "test-key-0123456789";
+pub const ADMIN_TOKEN: &str = "test-admin-token";
 
 /// A running demo process; killed when dropped.
 pub struct Demo {
@@ -29,15 +30,27 @@ impl Demo {
 
     /// Starts on `data_dir` (kept by the caller), listening on `listen`.
     pub fn start_in(data_dir: &Path, listen: &str, time_scale: f64) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mediagate"))
+        Demo::start_with(data_dir, listen, time_scale, "", &[])
+    }
+
+    /// Starts with extra config YAML and environment.
+    pub fn start_with(data_dir: &Path, listen: &str, time_scale: f64, config: &str, env: &[(&str, &str)]) -> Demo {
+        std::fs::create_dir_all(data_dir).unwrap();
+        let config_path = data_dir.join("test-config.yaml");
+        std::fs::write(&config_path, if config.is_empty() { "{}" } else { config }).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mediagate"));
+        command
             .args(["demo", "--listen", listen, "--api-key", KEY, "--time-scale", &time_scale.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
+            .arg("--config")
+            .arg(&config_path)
             .env("MEDIAGATE_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         let first = lines.next().unwrap().unwrap();
@@ -73,6 +86,51 @@ impl Demo {
 
     pub fn post(&self, path: &str, body: &Value) -> Reply {
         self.request("POST", path, Some(body), &[("Authorization", &format!("Bearer {KEY}"))])
+    }
+
+    /// A call of the admin API.
+    pub fn admin(&self, path: &str, body: Option<&Value>) -> Reply {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let method = if body.is_some() { "POST" } else { "GET" };
+        self.request(method, &format!("/admin/v1{path}"), body, &[("Authorization", auth.as_str())])
+    }
+
+    /// A new account with a key and the given funds (micro-units); returns the key.
+    pub fn account(&self, name: &str, balance: i64, trial: i64, plan: i64) -> String {
+        assert_eq!(self.admin("/accounts", Some(&serde_json::json!({"name": name}))).status, 201);
+        if balance > 0 {
+            assert_eq!(
+                self.admin(&format!("/accounts/{name}/top-up"), Some(&serde_json::json!({"amount": balance}))).status,
+                200
+            );
+        }
+        if trial > 0 {
+            assert_eq!(
+                self.admin(&format!("/accounts/{name}/free-trial"), Some(&serde_json::json!({"amount": trial}))).status,
+                200
+            );
+        }
+        if plan > 0 {
+            let body = serde_json::json!({"name": "test", "allowance": plan});
+            assert_eq!(self.admin(&format!("/accounts/{name}/plan"), Some(&body)).status, 200);
+        }
+        let key = self.admin(&format!("/accounts/{name}/keys"), Some(&serde_json::json!({})));
+        key.json["key"].as_str().unwrap().to_string()
+    }
+
+    /// `(free_trial, plan, balance)` of an account.
+    pub fn funds(&self, name: &str) -> (i64, i64, i64) {
+        let f = &self.admin(&format!("/accounts/{name}"), None).json["funds"];
+        (f["free_trial"].as_i64().unwrap(), f["plan"].as_i64().unwrap(), f["balance"].as_i64().unwrap())
+    }
+
+    /// POST with another account's key.
+    pub fn post_as(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.request("POST", path, Some(body), &[("Authorization", &format!("Bearer {key}"))])
+    }
+
+    pub fn get_as(&self, key: &str, path: &str) -> Reply {
+        self.request("GET", path, None, &[("Authorization", &format!("Bearer {key}"))])
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -125,9 +183,13 @@ impl Demo {
 
     /// Polls a task until it is terminal.
     pub fn wait_terminal(&self, task_id: &str, timeout: Duration) -> Value {
+        self.wait_terminal_as(KEY, task_id, timeout)
+    }
+
+    pub fn wait_terminal_as(&self, key: &str, task_id: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
-            let reply = self.get(&format!("/v1/tasks/{task_id}"));
+            let reply = self.get_as(key, &format!("/v1/tasks/{task_id}"));
             let status = reply.json["status"].as_str().unwrap_or_default().to_string();
             if ["success", "failed", "timeout", "cancelled"].contains(&status.as_str()) {
                 return reply.json;
@@ -164,6 +226,17 @@ impl Reply {
     pub fn param(&self) -> &str {
         self.json["error"]["param"].as_str().unwrap_or_default()
     }
+}
+
+/// The endpoint path of a model, from `GET /v1/models`.
+pub fn endpoint_of(demo: &Demo, model: &str) -> String {
+    demo.get(&format!("/v1/models/{model}")).json["endpoint"].as_str().unwrap().to_string()
+}
+
+/// A free loopback port.
+pub fn free_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
 }
 
 /// Every example request: `(file stem, body)`.

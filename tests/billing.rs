@@ -1,0 +1,227 @@
+//! Money through HTTP against the demo stack: each billing basis, funding order, nothing charged for
+//! failures, partial image failures, no negative balance under concurrency, free-trial-only models, the
+//! equivalent-usage rules, and exactly-once settlement across a crash.
+
+mod common;
+
+use common::{Demo, endpoint_of, free_port};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn rule(demo: &Demo, model: &str) -> Value {
+    let models = demo.admin("/models", None);
+    models.json["data"].as_array().unwrap().iter().find(|m| m["id"] == model).unwrap()["billing"].clone()
+}
+
+/// Submits as `key` and waits for the terminal task.
+fn run(demo: &Demo, key: &str, body: &Value) -> Value {
+    let model = body["model"].as_str().unwrap();
+    let reply = demo.post_as(key, &endpoint_of(demo, model), body);
+    assert!(reply.status == 200 || reply.status == 202, "{}", reply.json);
+    match reply.json["task_id"].as_str() {
+        Some(id) => demo.wait_terminal_as(key, id, WAIT),
+        None => reply.json,
+    }
+}
+
+fn total(funds: (i64, i64, i64)) -> i64 {
+    funds.0 + funds.1 + funds.2
+}
+
+#[test]
+fn each_billing_basis_prices_what_was_delivered() {
+    let demo = Demo::start();
+    let key = demo.account("acme", 10_000_000_000, 0, 0);
+    // Per second, by resolution tier and audio: the upstream's `duration` times the tier's price.
+    let before = total(demo.funds("acme"));
+    let task =
+        run(&demo, &key, &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox", "duration": 5, "size": "1280*720"}));
+    let per_second = rule(&demo, "alpha2.6-t2v_t2v")["tiers"]["720P"]["audio"].as_i64().unwrap();
+    let seconds = task["usage"]["duration"].as_f64().unwrap();
+    let charged = task["settlement"]["charged"].as_i64().unwrap();
+    assert_eq!(charged, (seconds * per_second as f64).round() as i64);
+    assert_eq!(before - total(demo.funds("acme")), charged);
+    // Per image times n.
+    let per_image = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    let body = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "a house", "n": 2});
+    let task = run(&demo, &key, &body);
+    assert_eq!(task["settlement"]["charged"].as_i64().unwrap(), 2 * per_image);
+    // Per call.
+    let per_call = rule(&demo, "alphax-style-repaint-v1_style_repaint")["price"].as_i64().unwrap();
+    let body =
+        json!({"model": "alphax-style-repaint-v1_style_repaint", "image": "https://m.example/p.png", "style_index": 3});
+    let task = run(&demo, &key, &body);
+    assert_eq!(task["settlement"]["charged"].as_i64().unwrap(), per_call);
+    let report = demo.admin("/ledger/verify", None);
+    assert_eq!(report.json["problems"], json!([]));
+}
+
+#[test]
+fn funding_comes_from_free_trial_then_plan_then_balance() {
+    let demo = Demo::start();
+    let per_image = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    // Trial covers half an image, the plan one more half, the balance the rest.
+    let key = demo.account("order", 10 * per_image, per_image / 2, per_image / 2);
+    let body = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "a house", "n": 2});
+    let task = run(&demo, &key, &body);
+    assert_eq!(task["status"], "success");
+    let (trial, plan, balance) = demo.funds("order");
+    assert_eq!((trial, plan), (0, 0));
+    assert_eq!(balance, 10 * per_image - (2 * per_image - per_image / 2 - per_image / 2));
+}
+
+#[test]
+fn failed_timed_out_and_cancelled_tasks_cost_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = Demo::start_with(tmp.path(), "127.0.0.1:0", 0.05, "max_task_seconds: 2\n", &[]);
+    let key = demo.account("careful", 10_000_000_000, 0, 0);
+    let before = demo.funds("careful");
+    let failed = run(&demo, &key, &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox sim:fail"}));
+    assert_eq!(failed["status"], "failed");
+    let timeout = run(&demo, &key, &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox sim:never"}));
+    assert_eq!(timeout["status"], "timeout");
+    let slow =
+        demo.post_as(&key, "/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox sim:slow"}));
+    let id = slow.json["task_id"].as_str().unwrap();
+    let cancelled = demo.post_as(&key, &format!("/v1/tasks/{id}/cancel"), &json!({}));
+    assert_eq!(cancelled.json["status"], "cancelled", "{}", cancelled.json);
+    let rejected =
+        demo.post_as(&key, "/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox sim:reject"}));
+    assert_eq!(rejected.status, 400);
+    assert_eq!(demo.funds("careful"), before);
+    for task in [&failed, &timeout, &cancelled.json] {
+        assert_eq!(task["settlement"]["charged"], 0, "{task}");
+    }
+}
+
+#[test]
+fn a_partial_image_failure_costs_only_the_delivered_images() {
+    let demo = Demo::start();
+    let per_image = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    let key = demo.account("partial", 10 * per_image, 0, 0);
+    let body = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "sim:partial", "n": 2});
+    let task = run(&demo, &key, &body);
+    assert_eq!(task["status"], "success");
+    assert_eq!(task["usage"]["image_count"], 1);
+    assert_eq!(task["settlement"]["charged"].as_i64().unwrap(), per_image);
+    assert_eq!(demo.funds("partial").2, 9 * per_image);
+}
+
+#[test]
+fn concurrent_submissions_never_overdraw() {
+    let demo = Demo::start();
+    let per_image = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    let key = demo.account("rush", 3 * per_image, 0, 0);
+    let body = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "a house", "n": 1});
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            (0..12).map(|_| s.spawn(|| demo.post_as(&key, "/v1/images/edits", &body).status)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(statuses.iter().filter(|s| **s == 202).count(), 3, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 9, "{statuses:?}");
+    assert!(demo.funds("rush").2 >= 0);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
+#[test]
+fn free_trial_only_models_stop_at_the_quota() {
+    let demo = Demo::start();
+    let model = "image-instance-segmentation_segmentation";
+    let price = rule(&demo, model)["price"].as_i64().unwrap();
+    let body = json!({"model": model, "image": "https://m.example/p.png"});
+    let trial = demo.account("trial", 100 * price, 2 * price, 0);
+    for _ in 0..2 {
+        assert_eq!(run(&demo, &trial, &body)["status"], "success");
+    }
+    let refused = demo.post_as(&trial, "/v1/images/edits", &body);
+    assert_eq!((refused.status, refused.code(), refused.param()), (403, "free_trial_exhausted", "model"));
+    assert!(refused.json["error"]["message"].as_str().unwrap().contains(model));
+    assert_eq!(demo.funds("trial").2, 100 * price, "the balance never pays for a trial-only model");
+}
+
+fn projected(reply_usage: &Value, list_price: i64, baseline: i64) {
+    assert_eq!(reply_usage["output_tokens"].as_i64().unwrap(), list_price * 1_000_000 / baseline);
+}
+
+#[test]
+fn equivalent_usage_follows_every_rule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = free_port();
+    let config = "billing: {equivalent_micros_per_million_tokens: 2000000}\n";
+    let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, config, &[]);
+    let key = demo.account("eq", 10_000_000_000, 0, 0);
+    let t2i = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a shop", "n": 1});
+    // Images-standard shape: `usage.output_tokens` and `usage_basis`, original usage kept, no-store.
+    let sync = demo.post_as(&key, "/v1/images/generations", &t2i);
+    assert_eq!(sync.status, 200, "{}", sync.json);
+    assert_eq!(sync.header("cache-control"), Some("no-store"));
+    assert_eq!(sync.json["usage"]["usage_basis"], "price_equivalent");
+    assert_eq!(sync.json["usage"]["image_count"], 1);
+    let per_image = rule(&demo, "beta-image-2.0-pro_t2i")["price"].as_i64().unwrap();
+    projected(&sync.json["usage"], per_image, 2_000_000);
+    assert!(sync.json.get("equivalent_usage").is_none());
+    // Edits keep the upstream shape and get a top-level object.
+    let i2i =
+        json!({"model": "beta-image-2.0-pro_i2i", "prompt": "autumn", "images": ["https://m.example/a.png"], "n": 1});
+    let edit = demo.post_as(&key, "/v1/images/edits", &i2i);
+    assert_eq!(edit.json["equivalent_usage"]["usage_basis"], "price_equivalent", "{}", edit.json);
+    assert_eq!(edit.header("cache-control"), Some("no-store"));
+    // Any raw output-token field blocks the mapping.
+    for raw in ["0", "null", "abc", "12"] {
+        let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": format!("shop sim:tokens={raw}")});
+        let reply = demo.post_as(&key, "/v1/images/generations", &body);
+        assert_eq!(reply.status, 200);
+        assert!(reply.json["usage"].get("usage_basis").is_none(), "{raw}: {}", reply.json);
+        assert_ne!(reply.header("cache-control"), Some("no-store"), "{raw}");
+    }
+    // Async creation and errors never carry it.
+    let sketch = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "house", "n": 1});
+    let accepted = demo.post_as(&key, "/v1/images/edits", &sketch);
+    assert_eq!(accepted.status, 202);
+    assert!(accepted.json.get("equivalent_usage").is_none());
+    let error = demo.post_as(&key, "/v1/images/edits", &json!({"model": "alphax-sketch-to-image-lite_sketch"}));
+    assert!(error.json.get("equivalent_usage").is_none());
+    // Image task query on success: top-level, no-store, computed on read.
+    let id = accepted.json["task_id"].as_str().unwrap().to_string();
+    demo.wait_terminal_as(&key, &id, WAIT);
+    let read = demo.get_as(&key, &format!("/v1/tasks/{id}"));
+    let sketch_price = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    projected(&read.json["equivalent_usage"], sketch_price, 2_000_000);
+    assert_eq!(read.header("cache-control"), Some("no-store"));
+    // Not on failed image tasks, nor on video task queries.
+    let failed = run(
+        &demo,
+        &key,
+        &json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "sim:fail"}),
+    );
+    assert!(failed.get("equivalent_usage").is_none());
+    let video = run(&demo, &key, &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox"}));
+    assert!(video.get("equivalent_usage").is_none());
+    // A new baseline later recomputes nothing for earlier tasks.
+    demo.kill();
+    let demo =
+        Demo::start_with(tmp.path(), &listen, 0.05, "billing: {equivalent_micros_per_million_tokens: 5000000}\n", &[]);
+    let again = demo.get_as(&key, &format!("/v1/tasks/{id}"));
+    assert_eq!(again.json["equivalent_usage"], read.json["equivalent_usage"]);
+}
+
+#[test]
+fn settlement_happens_once_across_a_crash_between_answer_and_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = free_port();
+    let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &[("MEDIAGATE_FAILPOINT", "before-settle")]);
+    let reply = demo.post("/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox"}));
+    let id = reply.json["task_id"].as_str().unwrap().to_string();
+    // The poller sees SUCCEEDED and the process aborts before writing it.
+    std::thread::sleep(Duration::from_secs(3));
+    demo.kill();
+    let demo = Demo::start_in(tmp.path(), &listen, 0.05);
+    let task = demo.wait_terminal(&id, WAIT);
+    assert_eq!(task["status"], "success");
+    let usage = demo.admin("/usage?account=demo", None);
+    assert_eq!(std::str::from_utf8(&usage.bytes).unwrap().lines().filter(|l| l.contains(&id)).count(), 1);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}

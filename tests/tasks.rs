@@ -1,0 +1,172 @@
+//! Tasks end to end through the demo binary and its simulator: every example, every state, every hook,
+//! cancel, idempotency, account scoping, and a SIGKILL restart.
+
+mod common;
+
+use common::{Demo, KEY, endpoint_of, examples, free_port};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const T2V: &str = "alpha2.6-t2v_t2v";
+const VIDEOS: &str = "/v1/videos/generations";
+
+fn t2v(prompt: &str) -> Value {
+    json!({"model": T2V, "prompt": prompt, "duration": 5})
+}
+
+fn submit(demo: &Demo, body: &Value) -> String {
+    let reply = demo.post(VIDEOS, body);
+    assert_eq!(reply.status, 200, "{}", reply.json);
+    reply.json["task_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn every_example_runs_end_to_end_and_its_result_downloads() {
+    let demo = Demo::start();
+    let examples = examples();
+    assert!(examples.len() >= 19, "one example per operation at least");
+    for (name, body) in examples {
+        let model = body["model"].as_str().unwrap().to_string();
+        let endpoint = endpoint_of(&demo, &model);
+        let reply = demo.post(&endpoint, &body);
+        let result_url = if reply.json["task_id"].is_string() {
+            assert_eq!(reply.json["status"], "queued", "{name}");
+            assert!(reply.json["message"].as_str().unwrap().contains("GET /v1/tasks/"), "{name}");
+            let expected = if endpoint.starts_with("/v1/images") { 202 } else { 200 };
+            assert_eq!(reply.status, expected, "{name}");
+            let id = reply.json["task_id"].as_str().unwrap();
+            let task = demo.wait_terminal(id, Duration::from_secs(60));
+            assert_eq!(task["status"], "success", "{name}: {task}");
+            assert!(task["results"][0]["expires_at"].is_string(), "{name}");
+            task["results"][0]["url"].as_str().unwrap().to_string()
+        } else {
+            assert_eq!(reply.status, 200, "{name}: {}", reply.json);
+            let data = reply.json["data"][0]["url"].as_str();
+            let content = reply.json.pointer("/output/choices/0/message/content/0/image_url").and_then(Value::as_str);
+            data.or(content).unwrap_or_else(|| panic!("{name}: no result in {}", reply.json)).to_string()
+        };
+        let file = ureq::get(&result_url).call().unwrap();
+        let kind = file.headers().get("content-type").unwrap().to_str().unwrap().to_string();
+        assert!(kind.starts_with("image/png") || kind.starts_with("video/mp4"), "{name}: {kind}");
+    }
+}
+
+#[test]
+fn every_task_state_is_reached_and_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = Demo::start_with(tmp.path(), "127.0.0.1:0", 0.05, "max_task_seconds: 3\n", &[]);
+    let queued = submit(&demo, &t2v("a slow fox sim:slow"));
+    assert_eq!(demo.get(&format!("/v1/tasks/{queued}")).json["status"], "queued");
+    let never = submit(&demo, &t2v("a fox that never ends sim:never"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while demo.get(&format!("/v1/tasks/{never}")).json["status"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "never reached running");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let timed_out = demo.wait_terminal(&never, Duration::from_secs(20));
+    assert_eq!(timed_out["status"], "timeout");
+    let failed = demo.wait_terminal(&submit(&demo, &t2v("sim:fail")), Duration::from_secs(20));
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["error"]["code"].is_string() && failed["error"]["message"].is_string());
+    let ok = demo.wait_terminal(&submit(&demo, &t2v("a fox")), Duration::from_secs(20));
+    assert_eq!(ok["status"], "success");
+    assert_eq!(ok["model"], T2V);
+    assert_eq!(ok["operation"], "t2v");
+    assert!(ok["usage"].is_object() && ok["settlement"]["outcome"] == "posted");
+    let cancel = demo.post(&format!("/v1/tasks/{queued}/cancel"), &json!({}));
+    assert_eq!(cancel.status, 200, "{}", cancel.json);
+    assert_eq!(cancel.json["status"], "cancelled");
+}
+
+#[test]
+fn create_time_hooks_map_to_the_error_catalogue() {
+    let demo = Demo::start();
+    for (hook, status, code) in [
+        ("sim:reject", 400, "upstream_rejected"),
+        ("sim:inspect", 400, "upstream_content_blocked"),
+        ("sim:throttle", 429, "upstream_rate_limited"),
+        ("sim:error", 502, "upstream_error"),
+        ("sim:unavailable", 503, "upstream_unavailable"),
+    ] {
+        let reply = demo.post(VIDEOS, &t2v(&format!("fox {hook}")));
+        assert_eq!((reply.status, reply.code()), (status, code), "{hook}: {}", reply.json);
+        let text = reply.json.to_string();
+        assert!(!text.contains("upstream/") && !text.contains("demo-upstream"), "{hook} leaks: {text}");
+    }
+}
+
+#[test]
+fn raw_output_token_values_are_kept_in_usage() {
+    let demo = Demo::start();
+    for (value, expected) in [("0", json!(0)), ("null", Value::Null), ("abc", json!("abc")), ("12", json!(12))] {
+        let task =
+            demo.wait_terminal(&submit(&demo, &t2v(&format!("fox sim:tokens={value}"))), Duration::from_secs(20));
+        assert_eq!(task["status"], "success");
+        assert_eq!(task["usage"]["output_tokens"], expected, "{value}");
+    }
+}
+
+#[test]
+fn cancel_is_for_queued_tasks_only() {
+    let demo = Demo::start();
+    let done = submit(&demo, &t2v("fox"));
+    demo.wait_terminal(&done, Duration::from_secs(20));
+    let late = demo.post(&format!("/v1/tasks/{done}/cancel"), &json!({}));
+    assert_eq!((late.status, late.code()), (409, "task_not_cancellable"));
+    let missing = demo.post("/v1/tasks/task-nope/cancel", &json!({}));
+    assert_eq!((missing.status, missing.code()), (404, "task_not_found"));
+}
+
+#[test]
+fn an_idempotency_key_replays_the_original_task_and_refuses_a_different_body() {
+    let demo = Demo::start();
+    let auth = format!("Bearer {KEY}");
+    let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "order-42")];
+    let first = demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers);
+    let again = demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers);
+    assert_eq!(first.status, 200);
+    assert_eq!(first.json["task_id"], again.json["task_id"]);
+    let other = demo.request("POST", VIDEOS, Some(&t2v("wolf")), &headers);
+    assert_eq!((other.status, other.code()), (409, "idempotency_conflict"));
+}
+
+#[test]
+fn tasks_are_scoped_to_their_account() {
+    let demo = Demo::start();
+    let id = submit(&demo, &t2v("fox"));
+    let other = demo.account("someone-else", 1_000_000_000, 0, 0);
+    let theirs = demo.get_as(&other, &format!("/v1/tasks/{id}"));
+    let missing = demo.get_as(&other, "/v1/tasks/task-does-not-exist");
+    assert_eq!((theirs.status, theirs.code()), (404, "task_not_found"));
+    assert_eq!(
+        theirs.json["error"]["message"].as_str().unwrap().replace(&id, "X"),
+        missing.json["error"]["message"].as_str().unwrap().replace("task-does-not-exist", "X")
+    );
+    let cancel = demo.post_as(&other, &format!("/v1/tasks/{id}/cancel"), &json!({}));
+    assert_eq!(cancel.status, 404);
+}
+
+#[test]
+fn sigkill_with_tasks_in_flight_loses_and_doubles_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = free_port();
+    let mut demo = Demo::start_in(tmp.path(), &listen, 0.3);
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let prompt = if i % 3 == 0 { format!("fox {i} sim:slow") } else { format!("fox {i}") };
+        ids.push(submit(&demo, &t2v(&prompt)));
+    }
+    demo.kill();
+    let demo = Demo::start_in(tmp.path(), &listen, 0.3);
+    for id in &ids {
+        let task = demo.wait_terminal(id, Duration::from_secs(60));
+        assert_eq!(task["status"], "success", "{id}: {task}");
+    }
+    let usage = demo.admin("/usage?account=demo", None);
+    let lines: Vec<&str> = std::str::from_utf8(&usage.bytes).unwrap().lines().collect();
+    for id in &ids {
+        assert_eq!(lines.iter().filter(|l| l.contains(id.as_str())).count(), 1, "{id} settled once");
+    }
+    let report = demo.admin("/ledger/verify", None);
+    assert_eq!(report.json["problems"], json!([]), "{}", report.json);
+}
