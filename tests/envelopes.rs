@@ -1,0 +1,34 @@
+//! The typed requests render the exact upstream envelope of upstream-protocol.md: every example request
+//! is admitted and its envelope compared with the hand-written expectation in examples/upstream/.
+#![allow(clippy::unwrap_used)]
+
+use mediagate::admission::admit;
+use mediagate::catalog::{ModelSpec, Registry};
+use serde_json::Value;
+use std::path::Path;
+
+#[test]
+fn every_example_renders_its_expected_upstream_envelope() {
+    let registry = Registry::new(Vec::new()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut compared = 0;
+    let mut operations = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(root.join("requests")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_owned();
+        let request: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let model = ModelSpec::find(request["model"].as_str().unwrap()).unwrap();
+        let admitted = admit(&registry, model.endpoint(), request.clone())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let expected_path = root.join("upstream").join(&name);
+        let expected: Value = serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
+        assert_eq!(admitted.envelope, expected, "{}", path.display());
+        operations.insert(model.operation.as_str());
+        compared += 1;
+    }
+    assert!(compared > 0);
+    let seeded: std::collections::BTreeSet<&str> =
+        mediagate::catalog::MODELS.iter().map(|m| m.operation.as_str()).collect();
+    assert_eq!(operations, seeded, "at least one example per operation that has a model");
+}
