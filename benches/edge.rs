@@ -16,7 +16,10 @@ fn requests() -> Vec<(&'static str, Value)> {
             "/v1/videos/generations",
             json!({"model": "alpha2.6-t2v_t2v", "prompt": "a red fox running through snow at dawn", "size": "1280*720", "duration": 10, "shot_type": "multi", "prompt_extend": true}),
         ),
-        ("/v1/images/generations", json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a flower shop at night", "n": 2})),
+        (
+            "/v1/images/generations",
+            json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a flower shop at night", "n": 2}),
+        ),
         (
             "/v1/images/edits",
             json!({"model": "alphax-style-repaint-v1_style_repaint", "image": "https://m.example/p.png", "style_index": -1, "style_ref_url": "https://m.example/s.png"}),

@@ -30,8 +30,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut last = String::new();
     let task = loop {
-        let task: Value =
-            agent.get(format!("{base}/v1/tasks/{task_id}")).header("Authorization", &auth).call()?.body_mut().read_json()?;
+        let task: Value = agent
+            .get(format!("{base}/v1/tasks/{task_id}"))
+            .header("Authorization", &auth)
+            .call()?
+            .body_mut()
+            .read_json()?;
         let status = task["status"].as_str().unwrap_or_default().to_string();
         if status != last {
             println!("{:>6.1}s  {status}", started.elapsed().as_secs_f64());

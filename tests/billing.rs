@@ -2,6 +2,8 @@
 //! failures, partial image failures, no negative balance under concurrency, free-trial-only models, the
 //! equivalent-usage rules, and exactly-once settlement across a crash.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{Demo, endpoint_of, free_port};

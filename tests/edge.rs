@@ -1,6 +1,8 @@
 //! The HTTP edge against the real binary: models, auth, endpoint membership, validation and the error
 //! envelope.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{Demo, KEY};
@@ -112,7 +114,7 @@ fn unreadable_bodies_each_get_their_own_4xx() {
     let path = "/v1/videos/generations";
     let check = |reply: common::Reply, status: u16, code: &str| {
         assert_eq!((reply.status, reply.code()), (status, code), "{:?}", reply.json);
-        assert_eq!(reply.json["error"]["type"].as_str().is_some(), true);
+        assert!(reply.json["error"]["type"].as_str().is_some());
         let id = reply.header("x-request-id").unwrap();
         assert_eq!(reply.json["error"]["request_id"], id);
     };

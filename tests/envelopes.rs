@@ -18,8 +18,8 @@ fn every_example_renders_its_expected_upstream_envelope() {
         let name = path.file_name().unwrap().to_owned();
         let request: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let model = ModelSpec::find(request["model"].as_str().unwrap()).unwrap();
-        let admitted = admit(&registry, model.endpoint(), request.clone())
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let admitted =
+            admit(&registry, model.endpoint(), request.clone()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let expected_path = root.join("upstream").join(&name);
         let expected: Value = serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));

@@ -1,6 +1,8 @@
 //! Tasks end to end through the demo binary and its simulator: every example, every state, every hook,
 //! cancel, idempotency, account scoping, and a SIGKILL restart.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{Demo, KEY, endpoint_of, examples, free_port};

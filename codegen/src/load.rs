@@ -171,7 +171,7 @@ impl Checker<'_> {
     fn endpoints(&mut self, path: &Path) {
         let mut seen = BTreeSet::new();
         for endpoint in &self.spec.endpoints.endpoints {
-            if !matches!(endpoint.async_status, 200 | 201 | 202) {
+            if !(200..=202).contains(&endpoint.async_status) {
                 self.errors.push(at(
                     path,
                     1,

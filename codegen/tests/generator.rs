@@ -91,7 +91,8 @@ fields:
     let code = &artifacts.iter().find(|a| a.path == Path::new("generated.rs")).unwrap().contents;
     assert!(code.contains("pub struct UpscaleRequest"));
     assert!(code.contains("id: \"image-upscaler_upscale\""));
-    let schema = artifacts.iter().find(|a| a.path == Path::new("schemas/canonical/models/image-upscaler_upscale.json")).unwrap();
+    let schema =
+        artifacts.iter().find(|a| a.path == Path::new("schemas/canonical/models/image-upscaler_upscale.json")).unwrap();
     let schema: serde_json::Value = serde_json::from_str(&schema.contents).unwrap();
     assert_eq!(schema["properties"]["factor"]["maximum"], 3);
     assert_eq!(schema["required"], serde_json::json!(["image", "model"]));
@@ -133,6 +134,7 @@ fn a_bad_spec_fails_with_file_line_and_a_plain_message() {
     let missing_field = with_model(&format!("{MODEL}    limits:\n      template: {{forbidden: true}}\n"));
     assert!(missing_field.contains("limit on `template`, a field operation `t2v` does not have"), "{missing_field}");
 
-    let no_route = with_model(&MODEL.replace("route: video-synthesis", "route: out-painting").replace("cn-beijing", "us-east-1"));
+    let no_route =
+        with_model(&MODEL.replace("route: video-synthesis", "route: out-painting").replace("cn-beijing", "us-east-1"));
     assert!(no_route.contains("region `us-east-1` has no upstream route `out-painting`"), "{no_route}");
 }

@@ -26,7 +26,7 @@ pub struct Units {
 /// Fields that carry an image count, in the order they are consulted.
 const COUNT_FIELDS: &[&str] = &["n", "generate_num"];
 
-fn field<'a>(model: &ModelSpec, body: &'a Map<String, Value>, name: &str) -> Option<Value> {
+fn field(model: &ModelSpec, body: &Map<String, Value>, name: &str) -> Option<Value> {
     body.get(name).cloned().or_else(|| model.default_of(name).and_then(|d| serde_json::from_str(d).ok()))
 }
 

@@ -107,9 +107,9 @@ pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), 
     }
     let mut ledger = tx.open_table(LEDGER)?;
     let mut funds_table = tx.open_table(FUNDS)?;
-    let mut seq = ledger.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+    let first = ledger.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
     let now = chrono::Utc::now().timestamp_millis();
-    for p in postings {
+    for (seq, p) in (first..).zip(postings) {
         let entry = Entry {
             seq,
             account: p.account.clone(),
@@ -128,7 +128,6 @@ pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), 
             return Err(StoreError::new(format!("ledger: {} pot {:?} would go negative", p.account, p.pot)));
         }
         funds_table.insert(p.account.as_str(), encode(&funds)?.as_slice())?;
-        seq += 1;
     }
     Ok(())
 }
