@@ -31,7 +31,7 @@ impl Limits {
         }
     }
 
-    /// One request by `key_prefix`'s key.
+    /// One request by the key with this hash.
     pub fn request(&self, key_hash: &str) -> Result<(), ApiError> {
         self.rate.check_key(&key_hash.to_string()).map_err(|_| {
             ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)

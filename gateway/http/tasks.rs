@@ -12,7 +12,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let task = tasks::owned_task(&state, &caller, &task_id)?;
-    crate::http::request_id::set(&task.request_id);
     let mut body = tasks::view(&task);
     // Image tasks on success carry the equivalent-usage projection; it is computed here, never stored.
     match tasks::equivalent_usage(&task) {

@@ -235,6 +235,10 @@ pub async fn cancel(state: &web::Data<AppState>, caller: &Caller, task_id: &str)
     .await?;
     match cancelled {
         Some(task) => Ok(task),
-        None => Err(not_cancellable(owned_task(state, caller, task_id)?.status)),
+        None => {
+            // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
+            let task = owned_task(state, caller, task_id)?;
+            if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
+        }
     }
 }

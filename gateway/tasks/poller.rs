@@ -16,7 +16,7 @@ use crate::upstream::client;
 use actix_web::web;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashSet};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
@@ -69,34 +69,48 @@ pub async fn run(state: web::Data<AppState>) {
         }
         Err(e) => tracing::error!(error = %e, "poller could not read in-flight tasks"),
     }
-    let busy = std::rc::Rc::new(std::cell::RefCell::new(HashSet::<String>::new()));
+    // The latest due time per task: a heap entry with an older due time is stale and skipped, so a task
+    // scheduled twice (start-up load and a fresh forward) is still checked by one loop only.
+    let mut due_of: HashMap<String, i64> = HashMap::new();
+    for Reverse((due, id)) in heap.iter() {
+        due_of.insert(id.clone(), *due);
+    }
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(String, Option<i64>)>();
+    let mut busy: HashSet<String> = HashSet::new();
     loop {
-        while let Ok((due, id)) = rx.try_recv() {
-            heap.push(Reverse((due, id)));
-        }
         let now = now_ms();
         while heap.peek().is_some_and(|Reverse((due, _))| *due <= now) {
-            let Some(Reverse((due, id))) = heap.pop() else {
-                break;
-            };
-            if !busy.borrow_mut().insert(id.clone()) {
+            let Some(Reverse((due, id))) = heap.pop() else { break };
+            if due_of.get(&id) != Some(&due) || !busy.insert(id.clone()) {
                 continue;
             }
             crate::metrics::poll_lag(now - due);
-            let (state, limiters, busy, tx) = (state.clone(), limiters.clone(), busy.clone(), state.poller.tx.clone());
+            let (state, limiters, done) = (state.clone(), limiters.clone(), done_tx.clone());
             actix_web::rt::spawn(async move {
                 let next = check(&state, &limiters, &id).await;
-                busy.borrow_mut().remove(&id);
-                if let Some(due) = next {
-                    let _ = tx.send((due, id));
-                }
+                let _ = done.send((id, next));
             });
         }
         let wait = heap.peek().map_or(500, |Reverse((due, _))| (due - now_ms()).clamp(5, 500));
         tokio::select! {
             received = rx.recv() => match received {
-                Some((due, id)) => heap.push(Reverse((due, id))),
+                Some((due, id)) => {
+                    due_of.insert(id.clone(), due);
+                    heap.push(Reverse((due, id)));
+                }
                 None => return,
+            },
+            finished = done_rx.recv() => if let Some((id, next)) = finished {
+                busy.remove(&id);
+                match next {
+                    Some(due) => {
+                        due_of.insert(id.clone(), due);
+                        heap.push(Reverse((due, id)));
+                    }
+                    None => {
+                        due_of.remove(&id);
+                    }
+                }
             },
             _ = actix_web::rt::time::sleep(std::time::Duration::from_millis(wait as u64)) => {}
         }
