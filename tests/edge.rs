@@ -140,7 +140,6 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str)> {
         ("alpha2.6-t2v_t2v", json!({"duration": 5}), "prompt"),
         ("alpha2.6-i2v_i2v", json!({"prompt": "x"}), "image_url"),
         ("alpha2.6-i2v_i2v", json!({"prompt": "x", "image_url": png, "img_url": png}), "img_url"),
-        ("alphax2.1-i2v-plus_i2v", json!({"prompt": "x", "img_url": png, "template": "no-such"}), "template"),
         ("alpha2.6-i2v_i2v", json!({"prompt": "x", "img_url": png, "template": "flying"}), "template"),
         ("alpha2.2-kf2v-flash_kf2v", json!({"first_frame_url": png, "prompt": "x"}), "last_frame_url"),
         (

@@ -54,8 +54,22 @@ fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavo
         let tags: Vec<Value> = variants.cases.keys().map(|k| k.clone().into()).collect();
         props.insert(variants.tag.clone(), json!({"type": "string", "enum": tags, "description": variants.summary}));
         required.push(variants.tag.clone());
+        // Every variant's field name, so the canonical flavour can refuse unknown fields by name with
+        // `additionalProperties` and forbid other variants' fields inside each branch.
+        let variant_fields: Vec<&String> =
+            variants.cases.values().flat_map(|c| c.fields.keys()).filter(|k| !op.fields.contains_key(*k)).collect();
+        if flavor == Flavor::Canonical {
+            for name in &variant_fields {
+                props.insert((*name).clone(), Value::Bool(true));
+            }
+        }
         for (tag, case) in &variants.cases {
-            let (case_props, case_required) = properties(&case.fields, limits, flavor);
+            let (mut case_props, case_required) = properties(&case.fields, limits, flavor);
+            if flavor == Flavor::Canonical {
+                for name in variant_fields.iter().filter(|n| !case.fields.contains_key(**n)) {
+                    case_props.insert((*name).clone(), Value::Bool(false));
+                }
+            }
             let mut then = Map::new();
             then.insert("properties".into(), Value::Object(case_props));
             if !case_required.is_empty() {
@@ -82,7 +96,11 @@ fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavo
         schema.insert("allOf".into(), Value::Array(all_of));
     }
     if !op.open {
-        let key = if op.variants.is_some() { "unevaluatedProperties" } else { "additionalProperties" };
+        let key = if op.variants.is_some() && flavor == Flavor::Published {
+            "unevaluatedProperties"
+        } else {
+            "additionalProperties"
+        };
         schema.insert(key.into(), false.into());
     }
     schema

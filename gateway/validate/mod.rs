@@ -29,6 +29,8 @@ pub struct ModelValidator {
     model: &'static ModelSpec,
     schema: jsonschema::Validator,
     rules: RuleSet,
+    /// Top-level field -> its description, to explain errors whose keyword alone says little.
+    descriptions: std::collections::HashMap<String, String>,
 }
 
 impl ModelValidator {
@@ -36,9 +38,15 @@ impl ModelValidator {
     pub fn compile(model: &'static ModelSpec) -> Result<ModelValidator, String> {
         let schema: Value =
             serde_json::from_str(model.canonical_schema).map_err(|e| format!("schema of {}: {e}", model.id))?;
+        let descriptions = schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.get("description")?.as_str()?.to_string())))
+            .collect();
         let schema = jsonschema::draft202012::new(&schema).map_err(|e| format!("schema of {}: {e}", model.id))?;
         let rules = RuleSet::parse(model.operation.spec()).map_err(|e| format!("rules of {}: {e}", model.id))?;
-        Ok(ModelValidator { model, schema, rules })
+        Ok(ModelValidator { model, schema, rules, descriptions })
     }
 
     /// Checks `body` in place: aliases are renamed to their canonical field, then every check runs.
@@ -72,8 +80,14 @@ impl ModelValidator {
                 let first = unexpected.first().map(String::as_str).unwrap_or_default();
                 Violation::new(join(&path, first), format!("unknown field `{names}`"))
             }
-            ValidationErrorKind::FalseSchema => {
-                Violation::new(&path, format!("`{path}` is not supported by model `{}`", self.model.id))
+            ValidationErrorKind::FalseSchema => Violation::new(
+                &path,
+                format!("`{path}` is not accepted by model `{}` with this request", self.model.id),
+            ),
+            ValidationErrorKind::Contains => {
+                let field = path.split(['.', '[']).next().unwrap_or_default();
+                let rule = self.descriptions.get(field).map(String::as_str).unwrap_or("see the model's schema");
+                Violation::new(&path, format!("`{path}` breaks its item limits: {rule}"))
             }
             _ => Violation::new(&path, format!("`{path}`: {}", error.masked())),
         }
