@@ -4,8 +4,8 @@
 
 use crate::config::Config;
 use crate::server;
+use crate::simulator::{Simulator, SimulatorConfig};
 use crate::upstream::{RegionUpstream, Upstreams};
-use mediagate_simulator::{Simulator, SimulatorConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,7 +29,10 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     let listener = std::net::TcpListener::bind(options.listen).map_err(|e| format!("bind {}: {e}", options.listen))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..options.config.clone() };
+    let mut config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..options.config.clone() };
+    // The simulated jobs take seconds, not minutes: poll on the simulator's clock.
+    config.poller.min_interval_ms = ((250.0 * options.time_scale) as u64).max(10);
+    config.poller.max_interval_ms = ((2000.0 * options.time_scale) as u64).max(50);
 
     let regions = crate::catalog::REGIONS;
     let upstream_key = |region: &str| format!("demo-upstream-{region}");
@@ -79,7 +82,7 @@ pub const DEMO_BALANCE: i64 = 1_000_000_000;
 pub const DEMO_FREE_TRIAL: i64 = 100_000_000;
 
 fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
-    use crate::store::ledger::{EntryKind, Pot, Posting};
+    use crate::store::ledger::{EntryKind, Posting, Pot};
     if !store.entries(Some(DEMO_ACCOUNT)).map_err(|e| e.to_string())?.is_empty() {
         return Ok(());
     }
@@ -92,7 +95,10 @@ fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
         note: "demo start".into(),
     };
     store
-        .post(&[posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE), posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL)])
+        .post(&[
+            posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE),
+            posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL),
+        ])
         .map_err(|e| e.to_string())
 }
 

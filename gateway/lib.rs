@@ -8,12 +8,13 @@ pub mod admission;
 pub mod billing;
 pub mod catalog;
 pub mod config;
-// pub mod demo; (re-enabled once the simulator crate lands)
+pub mod demo;
 pub mod error;
 pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod server;
+pub mod simulator;
 pub mod state;
 pub mod store;
 pub mod tasks;

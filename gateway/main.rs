@@ -138,7 +138,33 @@ fn run(cli: Cli) -> Result<(), String> {
                 .block_on(mediagate::server::run(state, listener, |_: &mut actix_web::web::ServiceConfig| {}))
                 .map_err(|e| e.to_string())
         }
-        Command::Demo(_) | Command::Simulate(_) => Err("the demo needs the simulator crate".into()),
+        Command::Demo(args) => mediagate::demo::run(mediagate::demo::DemoOptions {
+            config: match &args.config {
+                Some(path) => Config::load(path)?,
+                None => Config::default(),
+            },
+            listen: args.listen,
+            data_dir: args.data_dir,
+            api_key: args.api_key,
+            time_scale: args.time_scale,
+        }),
+        Command::Simulate(args) => {
+            let keys = mediagate::catalog::REGIONS
+                .iter()
+                .map(|r| (r.to_string(), vec![format!("{}-{r}", args.key_prefix)]))
+                .collect();
+            let config = mediagate::simulator::SimulatorConfig {
+                time_scale: args.time_scale,
+                keys,
+                data_dir: args.data_dir,
+                public_base: format!("http://{}", args.listen),
+                query_qps: Some(20.0),
+            };
+            println!("simulator listening on http://{}; keys: {}-<region>", args.listen, args.key_prefix);
+            actix_web::rt::System::new()
+                .block_on(mediagate::simulator::serve(args.listen, config))
+                .map_err(|e| e.to_string())
+        }
         Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
             let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let key = store.create_key(&account).map_err(|e| e.to_string())?;
