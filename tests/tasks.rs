@@ -59,6 +59,9 @@ fn every_task_state_is_reached_and_reported() {
     let demo = Demo::start_with(tmp.path(), "127.0.0.1:0", 0.05, "max_task_seconds: 3\n", &[]);
     let queued = submit(&demo, &t2v("a slow fox sim:slow"));
     assert_eq!(demo.get(&format!("/v1/tasks/{queued}")).json["status"], "queued");
+    let cancel = demo.post(&format!("/v1/tasks/{queued}/cancel"), &json!({}));
+    assert_eq!(cancel.status, 200, "{}", cancel.json);
+    assert_eq!(cancel.json["status"], "cancelled");
     let never = submit(&demo, &t2v("a fox that never ends sim:never"));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while demo.get(&format!("/v1/tasks/{never}")).json["status"] != "running" {
@@ -75,9 +78,6 @@ fn every_task_state_is_reached_and_reported() {
     assert_eq!(ok["model"], T2V);
     assert_eq!(ok["operation"], "t2v");
     assert!(ok["usage"].is_object() && ok["settlement"]["outcome"] == "posted");
-    let cancel = demo.post(&format!("/v1/tasks/{queued}/cancel"), &json!({}));
-    assert_eq!(cancel.status, 200, "{}", cancel.json);
-    assert_eq!(cancel.json["status"], "cancelled");
 }
 
 #[test]

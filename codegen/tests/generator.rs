@@ -126,7 +126,7 @@ fn a_bad_spec_fails_with_file_line_and_a_plain_message() {
     assert!(unknown_field.contains("zz-bad.yaml:") && unknown_field.contains("colour"), "{unknown_field}");
 
     let unknown_op = with_model(&MODEL.replace("operation: t2v", "operation: t2x"));
-    assert!(unknown_op.contains("zz-bad.yaml:5:") && unknown_op.contains("unknown operation `t2x`"), "{unknown_op}");
+    assert!(unknown_op.contains("zz-bad.yaml:4:") && unknown_op.contains("unknown operation `t2x`"), "{unknown_op}");
 
     let duplicate = with_model(&MODEL.replace("bad_t2v", "alpha2.6-t2v_t2v"));
     assert!(duplicate.contains("zz-bad.yaml:2:") && duplicate.contains("duplicate model id"), "{duplicate}");

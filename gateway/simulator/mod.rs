@@ -146,7 +146,7 @@ impl Simulator {
     }
 
     /// The caller's key if it is valid in `region`, else the upstream's 401.
-    fn authorize(&self, req: &HttpRequest, region: &str) -> Result<String, HttpResponse> {
+    fn authorize(&self, req: &HttpRequest, region: &str) -> Result<String, Unauthorized> {
         let key = req
             .headers()
             .get("authorization")
@@ -154,10 +154,10 @@ impl Simulator {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .filter(|k| !k.is_empty());
-        let Some(key) = key else { return Err(error(401, "InvalidApiKey", "No API-key provided.")) };
+        let Some(key) = key else { return Err(Unauthorized("No API-key provided.")) };
         match self.config.keys.get(region) {
             Some(keys) if keys.iter().any(|k| k == key) => Ok(key.to_string()),
-            _ => Err(error(401, "InvalidApiKey", "Invalid API-key provided.")),
+            _ => Err(Unauthorized("Invalid API-key provided.")),
         }
     }
 
@@ -206,6 +206,15 @@ impl Simulator {
     }
 }
 
+/// A 401 `InvalidApiKey` with its message.
+struct Unauthorized(&'static str);
+
+impl Unauthorized {
+    fn response(&self) -> HttpResponse {
+        error(401, "InvalidApiKey", self.0)
+    }
+}
+
 async fn create(
     sim: web::Data<Simulator>,
     req: HttpRequest,
@@ -215,7 +224,7 @@ async fn create(
     let (region, route) = path.into_inner();
     let key = match sim.authorize(&req, &region) {
         Ok(key) => key,
-        Err(response) => return response,
+        Err(refusal) => return refusal.response(),
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return error(400, "InvalidParameter", "The request body is not valid JSON.");
@@ -274,7 +283,12 @@ async fn create(
         model: model.code.to_string(),
         region: region.clone(),
         created_ms: now,
-        pending_ms: sim.scaled(if hook(&hooks, "slow").is_some() { SLOW_PENDING_MS } else { PENDING_MS }),
+        // `sim:slow` stays cancellable for at least two seconds whatever the time scale.
+        pending_ms: if hook(&hooks, "slow").is_some() {
+            sim.scaled(SLOW_PENDING_MS).max(2000)
+        } else {
+            sim.scaled(PENDING_MS)
+        },
         running_ms: if hook(&hooks, "never").is_some() { None } else { Some(sim.scaled(run)) },
         fail_code: hook(&hooks, "fail")
             .map(|c| if c.is_empty() { "InvalidParameter.FileDownload".into() } else { c.to_string() }),
@@ -305,7 +319,7 @@ async fn query(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(Str
     let (region, id) = path.into_inner();
     let key = match sim.authorize(&req, &region) {
         Ok(key) => key,
-        Err(response) => return response,
+        Err(refusal) => return refusal.response(),
     };
     if !sim.admit_query(&key) {
         return error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.");
@@ -478,8 +492,8 @@ fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (V
 
 async fn cancel(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (region, id) = path.into_inner();
-    if let Err(response) = sim.authorize(&req, &region) {
-        return response;
+    if let Err(refusal) = sim.authorize(&req, &region) {
+        return refusal.response();
     }
     let refuse = || {
         error(
@@ -525,7 +539,7 @@ async fn list(
     let region = path.into_inner();
     let key = match sim.authorize(&req, &region) {
         Ok(key) => key,
-        Err(response) => return response,
+        Err(refusal) => return refusal.response(),
     };
     if !sim.admit_query(&key) {
         return error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.");
