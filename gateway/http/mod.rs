@@ -52,15 +52,19 @@ fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     api.into()
 }
 
-/// Records every request in the metrics, by matched route pattern.
+/// Records every request in the metrics (by matched route pattern) and the access log.
 pub async fn metrics_middleware(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
     let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+    let method = req.method().clone();
     let response = next.call(req).await?;
-    crate::metrics::request(&route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    let status = response.status().as_u16();
+    let seconds = started.elapsed().as_secs_f64();
+    crate::metrics::request(&route, status, seconds);
+    tracing::info!(request_id = %request_id::current(), %method, route, status, ms = seconds * 1000.0, "request");
     Ok(response)
 }
 

@@ -138,7 +138,8 @@ impl Simulator {
             .route("/{region}/api/v1/tasks/", web::get().to(list))
             .route("/{region}/api/v1/tasks/{id}", web::get().to(query))
             .route("/{region}/api/v1/tasks/{id}/cancel", web::post().to(cancel))
-            .route("/files/{name}", web::get().to(file));
+            .route("/files/{name}", web::get().to(file))
+            .route("/_sim/data-inspection", web::get().to(inspections));
     }
 
     fn scaled(&self, ms: f64) -> i64 {
@@ -597,6 +598,12 @@ async fn list(
             "total": total, "total_page": total.div_ceil(page_size), "page_no": page_no, "page_size": page_size, "data": data,
         }),
     )
+}
+
+/// Test introspection: every `X-Upstream-DataInspection` value received, oldest first.
+async fn inspections(sim: web::Data<Simulator>) -> HttpResponse {
+    let values: Vec<String> = sim.data_inspection_log().into_iter().map(|(_, v)| v).collect();
+    HttpResponse::Ok().json(json!({"values": values}))
 }
 
 #[derive(serde::Deserialize)]

@@ -109,7 +109,12 @@ pub async fn forward_async(
 async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Value, UpstreamError> {
     let mut delay = std::time::Duration::from_millis(100);
     for attempt in 0.. {
-        match client::create(&state.upstreams, admitted.model, &admitted.envelope).await {
+        crate::metrics::upstream_call("create");
+        let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
+        if answer.is_err() {
+            crate::metrics::upstream_error("create");
+        }
+        match answer {
             Err(e @ UpstreamError::Timeout) => return Err(e),
             Err(e) if e.is_transient() && attempt < 2 => {
                 tracing::warn!(model = admitted.model.id, error = %e, attempt, "upstream create failed, retrying");
