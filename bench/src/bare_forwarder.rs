@@ -1,0 +1,48 @@
+//! The floor of the sync lane: an actix-web + awc forwarder of the same request with nothing else (no auth,
+//! no validation, no billing, no store). `bare-forwarder LISTEN UPSTREAM_URL UPSTREAM_KEY`.
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use std::time::Duration;
+
+thread_local! {
+    static CLIENT: awc::Client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
+}
+
+struct Target {
+    url: String,
+    auth: String,
+}
+
+async fn forward(target: web::Data<Target>, body: web::Bytes) -> HttpResponse {
+    let request = CLIENT.with(|c| c.post(&target.url)).insert_header(("Authorization", target.auth.as_str()));
+    match request.content_type("application/json").send_body(body).await {
+        Ok(mut response) => {
+            let status = response.status();
+            match response.body().await {
+                Ok(bytes) => HttpResponse::build(status).content_type("application/json").body(bytes),
+                Err(_) => HttpResponse::BadGateway().finish(),
+            }
+        }
+        Err(_) => HttpResponse::BadGateway().finish(),
+    }
+}
+
+fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, listen, url, key] = args.as_slice() else {
+        eprintln!("usage: bare-forwarder LISTEN UPSTREAM_URL UPSTREAM_KEY");
+        std::process::exit(2);
+    };
+    let target = web::Data::new(Target { url: url.clone(), auth: format!("Bearer {key}") });
+    actix_web::rt::System::new().block_on(
+        HttpServer::new(move || App::new().app_data(target.clone()).route("/forward", web::post().to(forward)))
+            .workers(1)
+            .on_connect(|conn, _| {
+                if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                    let _ = tcp.set_nodelay(true);
+                }
+            })
+            .bind(listen.as_str())?
+            .run(),
+    )
+}
