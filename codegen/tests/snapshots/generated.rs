@@ -259,6 +259,9 @@ pub struct EditRequest {
     pub negative_prompt: Option<String>,
     ///The edit instruction.
     pub prompt: String,
+    ///Let the upstream expand a short prompt.
+    #[serde(default)]
+    pub prompt_extend: Option<bool>,
     ///Random seed.
     #[serde(default)]
     pub seed: Option<i64>,
@@ -316,6 +319,18 @@ impl EditRequest {
             },
             &self.prompt,
         )?;
+        if let Some(value) = &self.prompt_extend {
+            out.put(
+                &FieldOut {
+                    client: "prompt_extend",
+                    upstream: "prompt_extend",
+                    slot: Slot::Parameters,
+                    messages_slot: Slot::Parameters,
+                    transform: None,
+                },
+                value,
+            )?;
+        }
         if let Some(value) = &self.seed {
             out.put(
                 &FieldOut {
@@ -377,6 +392,12 @@ pub struct EraseRequest {
     pub mask_url: serde_json::Value,
     ///Public model id from GET /v1/models.
     pub model: String,
+    ///Output count; this operation makes one result per call.
+    #[serde(default)]
+    pub n: Option<i64>,
+    ///Not used by this operation: accepted for compatibility with the generic edits contract, never forwarded.
+    #[serde(default)]
+    pub prompt: Option<String>,
 }
 impl EraseRequest {
     /// Writes every field to its upstream place.
@@ -788,7 +809,7 @@ impl I2vRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InpaintRequest {
-    ///Image to edit.
+    ///Image to edit (URL or an upstream-accepted encoding).
     pub image: serde_json::Value,
     ///Mask; the white area is repainted.
     pub mask_image_url: serde_json::Value,
@@ -802,6 +823,9 @@ pub struct InpaintRequest {
     pub negative_prompt: Option<String>,
     ///What the masked area should show.
     pub prompt: String,
+    ///Let the upstream expand a short prompt.
+    #[serde(default)]
+    pub prompt_extend: Option<bool>,
     ///Random seed.
     #[serde(default)]
     pub seed: Option<i64>,
@@ -869,6 +893,18 @@ impl InpaintRequest {
             },
             &self.prompt,
         )?;
+        if let Some(value) = &self.prompt_extend {
+            out.put(
+                &FieldOut {
+                    client: "prompt_extend",
+                    upstream: "prompt_extend",
+                    slot: Slot::Parameters,
+                    messages_slot: Slot::Parameters,
+                    transform: None,
+                },
+                value,
+            )?;
+        }
         if let Some(value) = &self.seed {
             out.put(
                 &FieldOut {
@@ -1109,13 +1145,13 @@ pub struct OutpaintRequest {
     pub limit_image_size: Option<bool>,
     ///Public model id from GET /v1/models.
     pub model: String,
-    ///Output count.
+    ///Output count; out-painting makes exactly one image.
     #[serde(default)]
     pub n: Option<i64>,
     ///Target aspect ratio.
     #[serde(default)]
     pub output_ratio: Option<String>,
-    ///Optional guidance for the expanded area.
+    ///Not used by out-painting: accepted for compatibility with the generic edits contract, never forwarded.
     #[serde(default)]
     pub prompt: Option<String>,
     ///Pixels to add on the right.
@@ -1228,18 +1264,6 @@ impl OutpaintRequest {
                 value,
             )?;
         }
-        if let Some(value) = &self.prompt {
-            out.put(
-                &FieldOut {
-                    client: "prompt",
-                    upstream: "prompt",
-                    slot: Slot::Input,
-                    messages_slot: Slot::Input,
-                    transform: None,
-                },
-                value,
-            )?;
-        }
         if let Some(value) = &self.right_offset {
             out.put(
                 &FieldOut {
@@ -1327,7 +1351,7 @@ pub struct PosterRequest {
     ///Number of posters; sent upstream as `generate_num`.
     #[serde(default)]
     pub n: Option<i64>,
-    ///English creative prompt; an alias-like shortcut for `prompt_text_en`.
+    ///English creative prompt, sent as `prompt_text_en`; send one of the two. Optional for posters.
     #[serde(default)]
     pub prompt: Option<String>,
     ///English creative prompt.
@@ -1551,10 +1575,10 @@ pub struct R2vRequest {
     ///Input audio URL.
     #[serde(default)]
     pub audio_url: Option<String>,
-    ///Output length in seconds.
+    ///Output length in seconds: 2-10; the 2.7 family allows up to 15 without a video reference.
     #[serde(default)]
     pub duration: Option<i64>,
-    ///2.7 family: 1-5 reference items `{type, url}`.
+    ///2.7 family: 1-5 reference items `{type, url}`, named Image N / Video N per type in the prompt; at most one `first_frame`.
     #[serde(default)]
     pub media: Option<Vec<serde_json::Value>>,
     ///Public model id from GET /v1/models.
@@ -1582,7 +1606,7 @@ pub struct R2vRequest {
     ///`multi` or `single` (2.6 family).
     #[serde(default)]
     pub shot_type: Option<String>,
-    ///Output size `<width>*<height>`.
+    ///Output size `<width>*<height>`; on the 2.7 family sent as `resolution` + `ratio`.
     #[serde(default)]
     pub size: Option<String>,
     ///Keep the upstream's default watermark.
@@ -1772,6 +1796,12 @@ pub struct SegmentationRequest {
     pub image_url: serde_json::Value,
     ///Public model id from GET /v1/models.
     pub model: String,
+    ///Output count; this operation makes one result per call.
+    #[serde(default)]
+    pub n: Option<i64>,
+    ///Not used by this operation: accepted for compatibility with the generic edits contract, never forwarded.
+    #[serde(default)]
+    pub prompt: Option<String>,
 }
 impl SegmentationRequest {
     /// Writes every field to its upstream place.
@@ -1810,7 +1840,10 @@ pub struct ShoemodelRequest {
     ///Output count.
     #[serde(default)]
     pub n: Option<i64>,
-    ///Shoe scale.
+    ///Not used by this operation: accepted for compatibility with the generic edits contract, never forwarded.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    ///Scale of the shoes in the output.
     #[serde(default)]
     pub scale: Option<f64>,
     ///Multi-view shoe images, at most 3.
@@ -2003,7 +2036,13 @@ pub struct StyleRepaintRequest {
     pub image_url: serde_json::Value,
     ///Public model id from GET /v1/models.
     pub model: String,
-    ///Preset style number; `-1` for a custom style.
+    ///Output count; this operation makes one result per call.
+    #[serde(default)]
+    pub n: Option<i64>,
+    ///Not used by this operation: accepted for compatibility with the generic edits contract, never forwarded.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    ///Preset style number; `-1` for a custom style given by `style_ref_url`.
     pub style_index: i64,
     ///Custom style reference (URL or base64); needs style_index -1.
     #[serde(default)]
@@ -2047,7 +2086,7 @@ impl StyleRepaintRequest {
         Ok(())
     }
 }
-///Text-to-image.
+///Text-to-image from a prompt; the accepted sizes (fixed list or pixel range) and image count depend on the model.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct T2iRequest {
@@ -3233,7 +3272,7 @@ impl VaceVideoRepaintingRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VirtualmodelRequest {
-    ///Keep the original ratio or a target such as `4:3`, `1:1`, `9:16`.
+    ///Keep the original ratio or a target such as `4:3`, `1:1`, `9:16` (virtualmodel-v2).
     #[serde(default)]
     pub aspect_ratio: Option<String>,
     ///Optional background reference (virtualmodel-v2).
@@ -3241,6 +3280,9 @@ pub struct VirtualmodelRequest {
     pub background_image_url: Option<serde_json::Value>,
     ///Real-person or mannequin photo.
     pub base_image_url: serde_json::Value,
+    ///How strongly the background reference is followed (virtualmodel-v2).
+    #[serde(default)]
+    pub bgstyle_scale: Option<f64>,
     ///Face reference image (alphax-virtualmodel).
     #[serde(default)]
     pub face_image_url: Option<serde_json::Value>,
@@ -3260,12 +3302,18 @@ pub struct VirtualmodelRequest {
     pub predefined_face_id: Option<String>,
     ///Full body, action and scene.
     pub prompt: String,
+    ///The base image shows a real person rather than a mannequin (virtualmodel-v2); sent as `realPerson`.
+    #[serde(default)]
+    pub real_person: Option<bool>,
     ///Random seed (virtualmodel-v2).
     #[serde(default)]
     pub seed: Option<i64>,
-    ///Short side of the output, e.g. `1024`.
+    ///Short side of the output in pixels, as a string: `512`/`1024` (alphax-virtualmodel), `1024`/`2048` (virtualmodel-v2).
     #[serde(default)]
     pub short_side_size: Option<String>,
+    ///Style of the generated photo (virtualmodel-v2).
+    #[serde(default)]
+    pub style: Option<String>,
 }
 impl VirtualmodelRequest {
     /// Writes every field to its upstream place.
@@ -3304,6 +3352,18 @@ impl VirtualmodelRequest {
             },
             &self.base_image_url,
         )?;
+        if let Some(value) = &self.bgstyle_scale {
+            out.put(
+                &FieldOut {
+                    client: "bgstyle_scale",
+                    upstream: "bgstyle_scale",
+                    slot: Slot::Input,
+                    messages_slot: Slot::Input,
+                    transform: None,
+                },
+                value,
+            )?;
+        }
         if let Some(value) = &self.face_image_url {
             out.put(
                 &FieldOut {
@@ -3374,6 +3434,18 @@ impl VirtualmodelRequest {
             },
             &self.prompt,
         )?;
+        if let Some(value) = &self.real_person {
+            out.put(
+                &FieldOut {
+                    client: "real_person",
+                    upstream: "realPerson",
+                    slot: Slot::Input,
+                    messages_slot: Slot::Input,
+                    transform: None,
+                },
+                value,
+            )?;
+        }
         if let Some(value) = &self.seed {
             out.put(
                 &FieldOut {
@@ -3393,6 +3465,18 @@ impl VirtualmodelRequest {
                     upstream: "short_side_size",
                     slot: Slot::Parameters,
                     messages_slot: Slot::Parameters,
+                    transform: None,
+                },
+                value,
+            )?;
+        }
+        if let Some(value) = &self.style {
+            out.put(
+                &FieldOut {
+                    client: "style",
+                    upstream: "style",
+                    slot: Slot::Input,
+                    messages_slot: Slot::Input,
                     transform: None,
                 },
                 value,
@@ -3628,7 +3712,7 @@ pub static OPERATIONS: &[OperationSpec] = &[
         summary: "Instruction-based image editing of one image.",
         media: Media::Image,
         variant_tag: None,
-        aliases: &[],
+        aliases: &[("image_url", "image")],
         rules_json: "{\"common\":[],\"variants\":{}}",
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/operations/edit.json")
@@ -3676,7 +3760,7 @@ pub static OPERATIONS: &[OperationSpec] = &[
         summary: "Repaints the masked area of an image following the prompt.",
         media: Media::Image,
         variant_tag: None,
-        aliases: &[],
+        aliases: &[("image_url", "image")],
         rules_json: "{\"common\":[],\"variants\":{}}",
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/operations/inpaint.json")
@@ -3725,7 +3809,7 @@ pub static OPERATIONS: &[OperationSpec] = &[
         media: Media::Video,
         variant_tag: None,
         aliases: &[],
-        rules_json: "{\"common\":[{\"description\":\"references go in `reference_urls` (2.6 family) or `media` (2.7 family), not both\",\"at_most_one_of\":[\"reference_urls\",\"media\"]},{\"description\":\"reference-to-video needs references\",\"any_of\":[\"reference_urls\",\"media\"]},{\"description\":\"size and resolution both set the output size\",\"at_most_one_of\":[\"size\",\"resolution\"]}],\"variants\":{}}",
+        rules_json: "{\"common\":[{\"description\":\"references go in `reference_urls` (2.6 family) or `media` (2.7 family), not both\",\"at_most_one_of\":[\"reference_urls\",\"media\"]},{\"description\":\"reference-to-video needs references\",\"any_of\":[\"reference_urls\",\"media\"]},{\"description\":\"size and resolution both set the output size\",\"at_most_one_of\":[\"size\",\"resolution\"]},{\"description\":\"on the 2.7 family a `size` is sent as resolution + ratio; send `size` or `ratio`, not both\",\"at_most_one_of\":[\"size\",\"ratio\"]}],\"variants\":{}}",
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/operations/r2v.json")
         ),
@@ -3781,7 +3865,7 @@ pub static OPERATIONS: &[OperationSpec] = &[
     OperationSpec {
         id: OperationId::T2i,
         name: "t2i",
-        summary: "Text-to-image.",
+        summary: "Text-to-image from a prompt; the accepted sizes (fixed list or pixel range) and image count depend on the model.",
         media: Media::Image,
         variant_tag: None,
         aliases: &[],
@@ -3820,7 +3904,11 @@ pub static OPERATIONS: &[OperationSpec] = &[
         summary: "Generates a full-body model photo from a real-person or mannequin photo, keeping the masked area.",
         media: Media::Image,
         variant_tag: None,
-        aliases: &[("image", "base_image_url"), ("image_url", "base_image_url")],
+        aliases: &[
+            ("image", "base_image_url"),
+            ("image_url", "base_image_url"),
+            ("realPerson", "real_person"),
+        ],
         rules_json: "{\"common\":[],\"variants\":{}}",
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/operations/virtualmodel.json")
@@ -4279,7 +4367,7 @@ pub static MODELS: &[ModelSpec] = &[
         expected_seconds: 15u64,
         transforms: &[],
         pixel_limits: &[],
-        defaults: &[],
+        defaults: &[("n", "1", false)],
         billing: BillingRule::PerCall {
             placeholder: true,
             price: 30000u64,
@@ -4317,7 +4405,7 @@ pub static MODELS: &[ModelSpec] = &[
             placeholder: true,
             price: 40000u64,
         },
-        limits_json: "{\"aspect_ratio\":{\"forbidden\":true},\"background_image_url\":{\"forbidden\":true},\"seed\":{\"forbidden\":true},\"short_side_size\":{\"enum\":[\"512\",\"1024\"]}}",
+        limits_json: "{\"aspect_ratio\":{\"forbidden\":true},\"background_image_url\":{\"forbidden\":true},\"bgstyle_scale\":{\"forbidden\":true},\"real_person\":{\"forbidden\":true},\"seed\":{\"forbidden\":true},\"short_side_size\":{\"enum\":[\"512\",\"1024\"]},\"style\":{\"forbidden\":true}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax-virtualmodel_virtualmodel.json")
@@ -4378,7 +4466,7 @@ pub static MODELS: &[ModelSpec] = &[
         expected_seconds: 30u64,
         transforms: &[],
         pixel_limits: &[],
-        defaults: &[("n", "1", false)],
+        defaults: &[("n", "1", false), ("scale", "5", false)],
         billing: BillingRule::PerImage {
             placeholder: true,
             price: 40000u64,
@@ -4411,7 +4499,7 @@ pub static MODELS: &[ModelSpec] = &[
         expected_seconds: 10u64,
         transforms: &[],
         pixel_limits: &[],
-        defaults: &[],
+        defaults: &[("n", "1", false)],
         billing: BillingRule::PerCall {
             placeholder: true,
             price: 10000u64,
@@ -4444,7 +4532,7 @@ pub static MODELS: &[ModelSpec] = &[
         expected_seconds: 15u64,
         transforms: &[],
         pixel_limits: &[],
-        defaults: &[],
+        defaults: &[("n", "1", false)],
         billing: BillingRule::PerImage {
             placeholder: true,
             price: 20000u64,
@@ -4617,7 +4705,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alpha2.2-t2v-plus_t2v.json")
@@ -4661,7 +4749,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"],\"default\":\"1280*720\"}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"],\"default\":\"1280*720\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax2.1-t2v-turbo_t2v.json")
@@ -4700,7 +4788,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"],\"default\":\"1280*720\"}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"],\"default\":\"1280*720\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax2.1-t2v-plus_t2v.json")
@@ -4928,7 +5016,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"resolution\":{\"enum\":[\"480P\",\"720P\",\"1080P\",\"480p\",\"720p\",\"1080p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"]},\"template\":{\"forbidden\":true}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"resolution\":{\"enum\":[\"480P\",\"720P\",\"1080P\",\"480p\",\"720p\",\"1080p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"]},\"template\":{\"forbidden\":true}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alpha2.2-i2v-flash_i2v.json")
@@ -4972,7 +5060,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"resolution\":{\"enum\":[\"480P\",\"1080P\",\"480p\",\"1080p\"],\"default\":\"1080P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"]},\"template\":{\"forbidden\":true}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"resolution\":{\"enum\":[\"480P\",\"1080P\",\"480p\",\"1080p\"],\"default\":\"1080P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"]},\"template\":{\"forbidden\":true}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alpha2.2-i2v-plus_i2v.json")
@@ -5016,7 +5104,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"minimum\":3,\"maximum\":5,\"default\":5},\"resolution\":{\"enum\":[\"480P\",\"720P\",\"480p\",\"720p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"minimum\":3,\"maximum\":5,\"default\":5},\"prompt\":{\"max_length\":800},\"resolution\":{\"enum\":[\"480P\",\"720P\",\"480p\",\"720p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax2.1-i2v-turbo_i2v.json")
@@ -5055,7 +5143,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"resolution\":{\"enum\":[\"720P\",\"720p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
+        limits_json: "{\"audio\":{\"enum\":[false]},\"audio_url\":{\"forbidden\":true},\"duration\":{\"enum\":[5],\"default\":5},\"prompt\":{\"max_length\":800},\"resolution\":{\"enum\":[\"720P\",\"720p\"],\"default\":\"720P\"},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax2.1-i2v-plus_i2v.json")
@@ -5167,7 +5255,7 @@ pub static MODELS: &[ModelSpec] = &[
         region: "cn-beijing",
         route: &ROUTES[3usize],
         envelope: Envelope::Plain,
-        summary: "First-to-last-frame video, silent, with template effects (older); 720P, 5 s.",
+        summary: "First-to-last-frame video, silent, with template effects (older); 480P/720P, 5 s.",
         enabled: true,
         free_trial_only: false,
         audio: Audio::None,
@@ -5181,13 +5269,18 @@ pub static MODELS: &[ModelSpec] = &[
             placeholder: true,
             tiers: &[
                 TierPrice {
+                    tier: "480P",
+                    audio: None,
+                    silent: Some(40000u64),
+                },
+                TierPrice {
                     tier: "720P",
                     audio: None,
                     silent: Some(80000u64),
                 },
             ],
         },
-        limits_json: "{\"duration\":{\"enum\":[5],\"default\":5},\"resolution\":{\"enum\":[\"720P\",\"720p\"],\"default\":\"720P\"},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
+        limits_json: "{\"duration\":{\"enum\":[5],\"default\":5},\"resolution\":{\"enum\":[\"480P\",\"720P\",\"480p\",\"720p\"],\"default\":\"720P\"},\"size\":{\"enum\":[\"832*480\",\"480*832\",\"624*624\",\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\"]}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alphax2.1-kf2v-plus_kf2v.json")
@@ -5231,7 +5324,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[true]},\"duration\":{\"minimum\":2,\"maximum\":15,\"default\":5},\"reference_urls\":{\"forbidden\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
+        limits_json: "{\"audio\":{\"enum\":[true]},\"duration\":{\"minimum\":2,\"maximum\":15,\"default\":5},\"media\":{\"required\":true},\"reference_urls\":{\"forbidden\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"shot_type\":{\"forbidden\":true},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1104*832\",\"832*1104\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1648*1248\",\"1248*1648\"],\"default\":\"1920*1080\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/canonical/models/alpha2.7-r2v.json")
         ),
@@ -5273,7 +5366,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[true,false]},\"duration\":{\"minimum\":2,\"maximum\":10,\"default\":5},\"media\":{\"forbidden\":true},\"ratio\":{\"forbidden\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
+        limits_json: "{\"audio\":{\"enum\":[true,false]},\"duration\":{\"minimum\":2,\"maximum\":10,\"default\":5},\"media\":{\"forbidden\":true},\"prompt\":{\"max_length\":1500},\"ratio\":{\"forbidden\":true},\"reference_urls\":{\"required\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"),
             "/schemas/canonical/models/alpha2.6-r2v-flash_r2v.json")
@@ -5317,7 +5410,7 @@ pub static MODELS: &[ModelSpec] = &[
                 },
             ],
         },
-        limits_json: "{\"audio\":{\"enum\":[true]},\"duration\":{\"minimum\":2,\"maximum\":10,\"default\":5},\"media\":{\"forbidden\":true},\"ratio\":{\"forbidden\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
+        limits_json: "{\"audio\":{\"enum\":[true]},\"duration\":{\"minimum\":2,\"maximum\":10,\"default\":5},\"media\":{\"forbidden\":true},\"prompt\":{\"max_length\":1500},\"ratio\":{\"forbidden\":true},\"reference_urls\":{\"required\":true},\"resolution\":{\"enum\":[\"720P\",\"1080P\",\"720p\",\"1080p\"]},\"size\":{\"enum\":[\"1280*720\",\"720*1280\",\"960*960\",\"1088*832\",\"832*1088\",\"1920*1080\",\"1080*1920\",\"1440*1440\",\"1632*1248\",\"1248*1632\"],\"default\":\"1920*1080\"}}",
         canonical_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/canonical/models/alpha2.6-r2v_r2v.json")
         ),
