@@ -265,7 +265,7 @@ fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f
     let mut out = format!(
         "# mediagate bench, {date}\n\nMachine: {machine}, {} cores. Servers pinned to core 0, simulator and load to core 1. \
          Medians of {ROUNDS} alternating rounds; latencies in microseconds.\n\n",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        std::fs::read_to_string("/proc/cpuinfo").map(|c| c.matches("processor\t").count()).unwrap_or(0)
     );
     out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
     out.push_str("| lane | max req/s | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | errors |\n|---|---|---|---|---|---|---|---|---|---|\n");

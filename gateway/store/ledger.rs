@@ -167,10 +167,8 @@ pub struct LedgerReport {
 impl Store {
     /// Appends entries on their own (top-ups, grants, plans).
     pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
-        let tx = self.db().begin_write()?;
-        append(&tx, postings)?;
-        tx.commit()?;
-        Ok(())
+        let postings = postings.to_vec();
+        self.write(move |tx| append(tx, &postings))
     }
 
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {

@@ -8,6 +8,7 @@
 mod accounts;
 pub mod ledger;
 mod tasks;
+mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
 pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskResult, TaskStatus};
@@ -32,7 +33,7 @@ pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("fun
 pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 
 /// A store failure; the detail is logged, the client sees `internal_error`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {0}")]
 pub struct StoreError(String);
 
@@ -59,6 +60,7 @@ store_error_from!(
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    writer: writer::Writer,
 }
 
 impl Store {
@@ -77,11 +79,21 @@ impl Store {
         tx.open_table(FUNDS)?;
         tx.open_table(USAGE_LOG)?;
         tx.commit()?;
-        Ok(Store { db: Arc::new(db) })
+        let db = Arc::new(db);
+        Ok(Store { writer: writer::Writer::start(db.clone())?, db })
     }
 
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// Runs a write through the group-commit writer; returns once it is durable.
+    pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.writer.write(op)
     }
 
     /// Models switched on or off by an operator, overriding the spec's `enabled`.

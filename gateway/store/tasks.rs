@@ -133,43 +133,53 @@ impl Store {
         idempotency: Option<(&str, &IdempotencyRecord)>,
         hold: Option<Hold>,
     ) -> Result<Inserted, StoreError> {
-        let tx = self.db().begin_write()?;
-        {
-            if let Some((key, record)) = idempotency {
-                let mut table = tx.open_table(IDEMPOTENCY)?;
-                let existing: Option<IdempotencyRecord> = table.get(key)?.map(|v| decode(v.value())).transpose()?;
+        let mut new = task.clone();
+        let idempotency = idempotency.map(|(k, r)| (k.to_string(), r.clone()));
+        let (inserted, stored) = self.write(move |tx| {
+            // Every refusal is decided before the first write, so a refused insert writes nothing.
+            if let Some((key, _)) = &idempotency {
+                let table = tx.open_table(IDEMPOTENCY)?;
+                let existing: Option<IdempotencyRecord> =
+                    table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
                 if let Some(existing) = existing {
-                    return Ok(Inserted::Duplicate(existing));
+                    return Ok((Inserted::Duplicate(existing), new));
                 }
-                table.insert(key, encode(record)?.as_slice())?;
             }
-            if let Some(hold) = hold {
-                let funds = ledger::funds_in(&tx, &task.account)?;
-                let split = match ledger::plan_hold(&funds, hold.amount, hold.trial_only) {
-                    Ok(split) => split,
-                    Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
-                };
+            let split = match hold {
+                Some(hold) => {
+                    match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
+                        Ok(split) => split,
+                        Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
+                    }
+                }
+                None => Vec::new(),
+            };
+            if let Some((key, record)) = &idempotency {
+                tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
+            }
+            if hold.is_some() {
                 let postings: Vec<Posting> = split
                     .iter()
                     .map(|(pot, amount)| Posting {
-                        account: task.account.clone(),
+                        account: new.account.clone(),
                         kind: EntryKind::Hold,
                         pot: *pot,
                         delta: -amount,
-                        task_id: Some(task.task_id.clone()),
-                        note: task.model.clone(),
+                        task_id: Some(new.task_id.clone()),
+                        note: new.model.clone(),
                     })
                     .collect();
-                ledger::append(&tx, &postings)?;
-                task.billing["hold"] = serde_json::to_value(&split)?;
+                ledger::append(tx, &postings)?;
+                new.billing["hold"] = serde_json::to_value(&split)?;
             }
-            tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(task)?.as_slice())?;
-            if !task.status.is_terminal() {
-                tx.open_table(IN_FLIGHT)?.insert(task.task_id.as_str(), ())?;
+            tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
+            if !new.status.is_terminal() {
+                tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
-        }
-        tx.commit()?;
-        Ok(Inserted::Stored)
+            Ok((Inserted::Stored, new))
+        })?;
+        *task = stored;
+        Ok(inserted)
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -184,31 +194,25 @@ impl Store {
         &self,
         task_id: &str,
         expected: &[TaskStatus],
-        change: impl FnOnce(&mut TaskRecord),
+        change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Result<Option<TaskRecord>, StoreError> {
-        let tx = self.db().begin_write()?;
-        let updated = {
+        let (task_id, expected) = (task_id.to_string(), expected.to_vec());
+        self.write(move |tx| {
             let mut tasks = tx.open_table(TASKS)?;
-            let current: Option<TaskRecord> = tasks.get(task_id)?.map(|v| decode(v.value())).transpose()?;
-            match current {
-                Some(mut task) if expected.contains(&task.status) => {
-                    change(&mut task);
-                    if task.status.is_terminal() {
-                        tx.open_table(IN_FLIGHT)?.remove(task_id)?;
-                        // Settlement rides in the transaction that makes the task terminal: exactly once.
-                        if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                            ledger::append(&tx, &postings)?;
-                            ledger::log_usage(&tx, &usage)?;
-                        }
-                    }
-                    tasks.insert(task_id, encode(&task)?.as_slice())?;
-                    Some(task)
+            let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
+            let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
+            change(&mut task);
+            if task.status.is_terminal() {
+                tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
+                // Settlement rides in the transaction that makes the task terminal: exactly once.
+                if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                    ledger::append(tx, &postings)?;
+                    ledger::log_usage(tx, &usage)?;
                 }
-                _ => None,
             }
-        };
-        tx.commit()?;
-        Ok(updated)
+            tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
+            Ok(Some(task))
+        })
     }
 
     /// Every task that has not reached a terminal state.

@@ -86,7 +86,7 @@ pub async fn forward_async(
             };
             let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
             let updated = web::block(move || {
-                store.update_task(&task_id, &[TaskStatus::Queued], |t| {
+                store.update_task(&task_id, &[TaskStatus::Queued], move |t| {
                     t.upstream_task_id = Some(upstream_id);
                     t.next_poll_ms = first_poll;
                     t.updated_ms = now_ms();
@@ -143,7 +143,7 @@ pub async fn finish(
     let store = state.store.clone();
     let id = task_id.to_string();
     let finished = web::block(move || {
-        store.update_task(&id, &[TaskStatus::Queued, TaskStatus::Running], |t| {
+        store.update_task(&id, &[TaskStatus::Queued, TaskStatus::Running], move |t| {
             let now = now_ms();
             t.status = status;
             t.updated_ms = now;

@@ -197,7 +197,7 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
             let store = state.store.clone();
             let id = task_id.to_string();
             let _ = web::block(move || {
-                store.update_task(&id, &[TaskStatus::Queued], |t| {
+                store.update_task(&id, &[TaskStatus::Queued], move |t| {
                     t.status = TaskStatus::Running;
                     t.next_poll_ms = next;
                     t.updated_ms = now_ms();
