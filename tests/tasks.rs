@@ -89,6 +89,8 @@ fn create_time_hooks_map_to_the_error_catalogue() {
         ("sim:throttle", 429, "upstream_rate_limited"),
         ("sim:error", 502, "upstream_error"),
         ("sim:unavailable", 503, "upstream_unavailable"),
+        ("sim:arrears", 503, "upstream_unavailable"),
+        ("sim:quota", 403, "upstream_quota_exhausted"),
     ] {
         let reply = demo.post(VIDEOS, &t2v(&format!("fox {hook}")));
         assert_eq!((reply.status, reply.code()), (status, code), "{hook}: {}", reply.json);
@@ -106,6 +108,17 @@ fn raw_output_token_values_are_kept_in_usage() {
         assert_eq!(task["status"], "success");
         assert_eq!(task["usage"]["output_tokens"], expected, "{value}");
     }
+}
+
+#[test]
+fn actual_seconds_and_transient_query_errors_are_handled() {
+    let demo = Demo::start();
+    let task = demo.wait_terminal(&submit(&demo, &t2v("fox sim:seconds=3")), Duration::from_secs(20));
+    assert_eq!(task["usage"]["duration"], 3, "{task}");
+    assert_eq!(task["settlement"]["units"]["seconds"], 3.0);
+    // The first queries answer 500: the poller retries instead of failing the task.
+    let task = demo.wait_terminal(&submit(&demo, &t2v("fox sim:query-error")), Duration::from_secs(30));
+    assert_eq!(task["status"], "success", "{task}");
 }
 
 #[test]

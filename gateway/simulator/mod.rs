@@ -300,7 +300,7 @@ async fn create(
     };
     if model.sync {
         if hook(&task.hooks, "slow").is_some() {
-            actix_web::rt::time::sleep(std::time::Duration::from_millis(sim.scaled(SLOW_PENDING_MS) as u64)).await;
+            actix_web::rt::time::sleep(std::time::Duration::from_millis(task.pending_ms as u64)).await;
         }
         let (output, usage) = success(&sim, model, &task, now_ms());
         let _ = key;
