@@ -110,3 +110,25 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Value>) -> (i64,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{MODELS, TokenPrice};
+    use serde_json::json;
+
+    /// No seed model is token-priced, so the per-token rule is proven here on a model built for the test.
+    #[test]
+    fn per_token_holds_the_output_allowance_and_settles_on_actual_tokens() {
+        let price =
+            TokenPrice { input_per_million: 2_000_000, output_per_million: 8_000_000, hold_output_tokens: 1_000 };
+        let model = ModelSpec { billing: BillingRule::PerToken { placeholder: true, price }, ..MODELS[0] };
+        let (hold, units) = quote(&model, &Map::new());
+        assert_eq!(hold, 8_000);
+        assert_eq!(units.output_tokens, Some(1_000));
+        let usage = json!({"input_tokens": 1_500, "output_tokens": 250});
+        let (amount, actual) = actual(&model, &units, Some(&usage));
+        assert_eq!(amount, 3_000 + 2_000);
+        assert_eq!((actual.input_tokens, actual.output_tokens), (Some(1_500), Some(250)));
+    }
+}
