@@ -121,11 +121,7 @@ fn client() -> awc::Client {
 /// Submits a job (async) or runs it (sync). Returns the upstream's JSON answer.
 pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) -> Result<Value, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
-    let url = format!("{}/api/v1{}", upstream.base_url, model.route.path);
-    let mut request = client()
-        .post(url)
-        .timeout(upstream.timeout)
-        .insert_header(("Authorization", format!("Bearer {}", upstream.key())));
+    let mut request = call(upstream, awc::http::Method::POST, model.route.path);
     if model.task_mode == TaskMode::Async {
         request = request.insert_header(("X-Upstream-Async", "enable"));
     }
@@ -135,24 +131,22 @@ pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) 
     answer(request.send_json(envelope).await).await
 }
 
+/// A call to `path` under the region's `/api/v1`, with its key and timeout.
+fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+    client()
+        .request(method, format!("{}/api/v1{path}", upstream.base_url))
+        .timeout(upstream.timeout)
+        .insert_header(("Authorization", format!("Bearer {}", upstream.key())))
+}
+
 /// Reads one task.
 pub async fn query(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
-    let url = format!("{}/api/v1/tasks/{upstream_task_id}", upstream.base_url);
-    let request = client()
-        .get(url)
-        .timeout(upstream.timeout)
-        .insert_header(("Authorization", format!("Bearer {}", upstream.key())));
-    answer(request.send().await).await
+    answer(call(upstream, awc::http::Method::GET, &format!("/tasks/{upstream_task_id}")).send().await).await
 }
 
 /// Cancels a PENDING task.
 pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
-    let url = format!("{}/api/v1/tasks/{upstream_task_id}/cancel", upstream.base_url);
-    let request = client()
-        .post(url)
-        .timeout(upstream.timeout)
-        .insert_header(("Authorization", format!("Bearer {}", upstream.key())));
-    answer(request.send().await).await
+    answer(call(upstream, awc::http::Method::POST, &format!("/tasks/{upstream_task_id}/cancel")).send().await).await
 }
 
 async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>) -> Result<Value, UpstreamError>
