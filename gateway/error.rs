@@ -62,6 +62,7 @@ catalogue! {
     payload_too_large => (413, "invalid_request_error"),
     unsupported_media_type => (415, "invalid_request_error"),
     rate_limited => (429, "rate_limit_error"),
+    client_closed_request => (499, "invalid_request_error"),
     too_many_tasks => (429, "rate_limit_error"),
     upstream_rate_limited => (429, "rate_limit_error"),
     upstream_rejected => (400, "upstream_error"),

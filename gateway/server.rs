@@ -34,12 +34,7 @@ pub async fn run(
             .configure(extra.clone())
             .configure(crate::http::configure(app_state.clone()))
     })
-    // Without TCP_NODELAY small responses wait for Nagle's algorithm (tens of ms at low rates).
-    .on_connect(|conn, _| {
-        if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
-            let _ = tcp.set_nodelay(true);
-        }
-    })
+    .on_connect(crate::http::peer::on_connect)
     .shutdown_timeout(30);
     if config.workers > 0 {
         server = server.workers(config.workers);

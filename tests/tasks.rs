@@ -122,6 +122,35 @@ fn actual_seconds_and_transient_query_errors_are_handled() {
 }
 
 #[test]
+fn a_client_that_disconnects_during_a_sync_call_leaves_a_cancelled_record_and_no_charge() {
+    use std::io::Write;
+    let demo = Demo::start();
+    let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "shop sim:slow"}).to_string();
+    let addr = demo.base.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let request = format!(
+        "POST /v1/images/generations HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let usage = demo.admin("/usage?account=demo&model=beta-image-2.0-pro_t2i", None);
+        let text = String::from_utf8(usage.bytes).unwrap();
+        if let Some(line) = text.lines().next() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(record["status"], "cancelled", "{record}");
+            assert_eq!(record["charged"], 0);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no record of the abandoned call");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
 fn cancel_is_for_queued_tasks_only() {
     let demo = Demo::start();
     let done = submit(&demo, &t2v("fox"));

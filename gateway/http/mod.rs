@@ -4,6 +4,7 @@ pub mod admin;
 pub mod auth;
 pub mod models;
 pub mod ops;
+pub mod peer;
 pub mod request_id;
 pub mod submit;
 pub mod tasks;

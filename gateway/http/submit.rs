@@ -8,6 +8,7 @@ use crate::billing::{TaskBilling, equivalent, pricing};
 use crate::catalog::{EndpointSpec, Media, SyncResponse, TaskMode};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
+use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
@@ -95,7 +96,7 @@ pub async fn submit(
             let task = tasks::forward_async(&state, task, &admitted).await?;
             Ok(accepted(endpoint, &task))
         }
-        TaskMode::Sync => run_sync(state, endpoint, task, &admitted).await,
+        TaskMode::Sync => run_sync(state, &req, endpoint, task, &admitted).await,
     }
 }
 
@@ -156,24 +157,30 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// Ends a synchronous task as `cancelled` if the handler is dropped mid-call (the client went away).
-struct DisconnectGuard {
+/// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
+async fn abandon(state: &AppState, task_id: &str) -> Result<(), ApiError> {
+    tasks::finish(state, task_id, TaskStatus::Cancelled, |t| {
+        t.error = Some(crate::store::TaskError {
+            code: "client_disconnected".into(),
+            message: "The client disconnected before the result was ready; nothing was charged.".into(),
+        });
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Abandons the synchronous task if the handler future is dropped mid-call (server shutdown).
+struct DropGuard {
     state: Option<web::Data<AppState>>,
     task_id: String,
 }
 
-impl Drop for DisconnectGuard {
+impl Drop for DropGuard {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
             let task_id = std::mem::take(&mut self.task_id);
             actix_web::rt::spawn(async move {
-                let _ = tasks::finish(&state, &task_id, TaskStatus::Cancelled, |t| {
-                    t.error = Some(crate::store::TaskError {
-                        code: "client_disconnected".into(),
-                        message: "The client disconnected before the result was ready; nothing was charged.".into(),
-                    });
-                })
-                .await;
+                let _ = abandon(&state, &task_id).await;
             });
         }
     }
@@ -181,13 +188,26 @@ impl Drop for DisconnectGuard {
 
 async fn run_sync(
     state: web::Data<AppState>,
+    req: &HttpRequest,
     endpoint: &EndpointSpec,
     task: TaskRecord,
     admitted: &Admitted,
 ) -> Result<HttpResponse, ApiError> {
-    let mut guard = DisconnectGuard { state: Some(state.clone()), task_id: task.task_id.clone() };
+    let mut guard = DropGuard { state: Some(state.clone()), task_id: task.task_id.clone() };
     crate::metrics::upstream_call("create");
-    let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
+    let call = client::create(&state.upstreams, admitted.model, &admitted.envelope);
+    // actix-web keeps running a handler after its client closed the connection: watch the socket meanwhile.
+    let answer = match req.conn_data::<PeerSocket>() {
+        Some(peer) => tokio::select! {
+            answer = call => answer,
+            () = peer.gone() => {
+                guard.state = None;
+                abandon(&state, &task.task_id).await?;
+                return Err(ApiError::new(ErrorCode::client_closed_request, "The client closed the connection."));
+            }
+        },
+        None => call.await,
+    };
     guard.state = None;
     let answer = match answer {
         Ok(answer) => answer,
