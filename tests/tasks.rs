@@ -51,6 +51,10 @@ fn every_example_runs_end_to_end_and_its_result_downloads() {
         let kind = file.headers().get("content-type").unwrap().to_str().unwrap().to_string();
         assert!(kind.starts_with("image/png") || kind.starts_with("video/mp4"), "{name}: {kind}");
     }
+    // The poller kept under the upstream's per-key query limit (20 per second) throughout.
+    let stats = demo.request("GET", "/upstream/_sim/query-stats", None, &[]);
+    assert!(stats.json["queries"].as_u64().unwrap() > 0);
+    assert!(stats.json["max_per_second"].as_u64().unwrap() <= 20, "{}", stats.json);
 }
 
 #[test]

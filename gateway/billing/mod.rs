@@ -40,8 +40,9 @@ pub struct Settlement {
 }
 
 impl TaskBilling {
+    /// The billing state of a task, if it has one.
     pub fn of(task: &TaskRecord) -> Option<TaskBilling> {
-        serde_json::from_value(task.billing.clone()).ok().filter(|b: &TaskBilling| !b.hold.is_empty() || b.quoted == 0)
+        serde_json::from_value(task.billing.clone()).ok()
     }
 }
 
@@ -49,7 +50,7 @@ impl TaskBilling {
 /// record, and writes the settlement onto the task. Called inside the store transaction that makes the
 /// state terminal, so it happens exactly once.
 pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
-    let mut billing: TaskBilling = serde_json::from_value(task.billing.clone()).ok()?;
+    let mut billing = TaskBilling::of(task)?;
     if billing.settlement.is_some() {
         return None;
     }
@@ -112,8 +113,7 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
 
 /// The settlement summary shown on a finished task.
 pub fn summary(task: &TaskRecord) -> Option<Value> {
-    let billing: TaskBilling = serde_json::from_value(task.billing.clone()).ok()?;
-    let s = billing.settlement?;
+    let s = TaskBilling::of(task)?.settlement?;
     Some(
         json!({"outcome": s.outcome, "charged": s.charged, "list_price": s.list_price, "by_source": s.by_pot, "units": s.units}),
     )

@@ -228,7 +228,7 @@ async fn run_sync(
     .await?;
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
     let projected = finished.as_ref().and_then(|t| {
-        let billing: TaskBilling = serde_json::from_value(t.billing.clone()).ok()?;
+        let billing = TaskBilling::of(t)?;
         let list_price = billing.settlement.as_ref()?.list_price;
         equivalent::tokens(admitted.model, list_price, billing.baseline, usage.as_ref())
     });

@@ -139,7 +139,8 @@ impl Simulator {
             .route("/{region}/api/v1/tasks/{id}", web::get().to(query))
             .route("/{region}/api/v1/tasks/{id}/cancel", web::post().to(cancel))
             .route("/files/{name}", web::get().to(file))
-            .route("/_sim/data-inspection", web::get().to(inspections));
+            .route("/_sim/data-inspection", web::get().to(inspections))
+            .route("/_sim/query-stats", web::get().to(query_stats));
     }
 
     fn scaled(&self, ms: f64) -> i64 {
@@ -604,6 +605,12 @@ async fn list(
 async fn inspections(sim: web::Data<Simulator>) -> HttpResponse {
     let values: Vec<String> = sim.data_inspection_log().into_iter().map(|(_, v)| v).collect();
     HttpResponse::Ok().json(json!({"values": values}))
+}
+
+/// Test introspection: task queries answered and the most one key made in one second.
+async fn query_stats(sim: web::Data<Simulator>) -> HttpResponse {
+    let stats = sim.query_stats();
+    HttpResponse::Ok().json(json!({"queries": stats.queries, "max_per_second": stats.max_per_second}))
 }
 
 #[derive(serde::Deserialize)]

@@ -109,8 +109,6 @@ pub struct TaskRecord {
     /// When the poller should ask the upstream next (epoch ms).
     #[serde(default)]
     pub next_poll_ms: i64,
-    #[serde(default)]
-    pub polls: u32,
     pub deadline_ms: i64,
     #[serde(default)]
     pub results: Vec<TaskResult>,

@@ -47,7 +47,6 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task
         finished_ms: None,
         upstream_task_id: None,
         next_poll_ms: now,
-        polls: 0,
         deadline_ms: now + (deadline as i64) * 1000,
         results: Vec::new(),
         usage: None,
@@ -196,7 +195,7 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
         return None;
     }
     let model = crate::catalog::ModelSpec::find(&task.model)?;
-    let billing: crate::billing::TaskBilling = serde_json::from_value(task.billing.clone()).ok()?;
+    let billing = crate::billing::TaskBilling::of(task)?;
     let list_price = billing.settlement?.list_price;
     let tokens = crate::billing::equivalent::tokens(model, list_price, billing.baseline, task.usage.as_ref())?;
     Some(crate::billing::equivalent::object(tokens))
