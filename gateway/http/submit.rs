@@ -133,7 +133,9 @@ fn replay(
     }
     let task = tasks::owned_task(state, caller, &existing.task_id)?;
     request_id::set(&task.request_id);
-    Ok(accepted(endpoint, &task))
+    // An async task replays its acceptance; a synchronous one, whose answer was its result, its task view.
+    let synchronous = crate::catalog::ModelSpec::find(&task.model).is_some_and(|m| m.task_mode == TaskMode::Sync);
+    if synchronous { Ok(HttpResponse::Ok().json(tasks::view(&task))) } else { Ok(accepted(endpoint, &task)) }
 }
 
 /// An in-flight slot, given back unless the task was stored (then the task's end gives it back).
