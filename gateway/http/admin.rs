@@ -152,8 +152,7 @@ async fn top_up(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    let amount = positive(body.amount)?;
-    post_to_pot(&state, &account, EntryKind::TopUp, Pot::Balance, amount, body.note.clone()).await
+    credit(&state, &account, body.into_inner(), EntryKind::TopUp, Pot::Balance).await
 }
 
 async fn grant_free_trial(
@@ -162,8 +161,19 @@ async fn grant_free_trial(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
+    credit(&state, &account, body.into_inner(), EntryKind::Grant, Pot::FreeTrial).await
+}
+
+/// Adds a positive amount to one pot.
+async fn credit(
+    state: &web::Data<AppState>,
+    account: &str,
+    body: Amount,
+    kind: EntryKind,
+    pot: Pot,
+) -> Result<HttpResponse, ApiError> {
     let amount = positive(body.amount)?;
-    post_to_pot(&state, &account, EntryKind::Grant, Pot::FreeTrial, amount, body.note.clone()).await
+    post_to_pot(state, account, kind, pot, amount, body.note).await
 }
 
 async fn set_plan(

@@ -163,6 +163,17 @@ impl Simulator {
         }
     }
 
+    /// The answer refusing a task query or list (bad key, or over the per-key limit), if any.
+    fn query_refusal(&self, req: &HttpRequest, region: &str) -> Option<HttpResponse> {
+        match self.authorize(req, region) {
+            Err(refusal) => Some(refusal.response()),
+            Ok(key) if !self.admit_query(&key) => {
+                Some(error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later."))
+            }
+            Ok(_) => None,
+        }
+    }
+
     /// Counts a query against the key's per-second limit.
     fn admit_query(&self, key: &str) -> bool {
         let second = now_ms() / 1000;
@@ -319,12 +330,8 @@ async fn create(
 
 async fn query(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (region, id) = path.into_inner();
-    let key = match sim.authorize(&req, &region) {
-        Ok(key) => key,
-        Err(refusal) => return refusal.response(),
-    };
-    if !sim.admit_query(&key) {
-        return error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.");
+    if let Some(refused) = sim.query_refusal(&req, &region) {
+        return refused;
     }
     let now = now_ms();
     let task = sim.tasks.get(&id).filter(|t| t.region == region);
@@ -539,12 +546,8 @@ async fn list(
     query: web::Query<ListQuery>,
 ) -> HttpResponse {
     let region = path.into_inner();
-    let key = match sim.authorize(&req, &region) {
-        Ok(key) => key,
-        Err(refusal) => return refusal.response(),
-    };
-    if !sim.admit_query(&key) {
-        return error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.");
+    if let Some(refused) = sim.query_refusal(&req, &region) {
+        return refused;
     }
     let now = now_ms();
     let end = query.end_time.as_deref().and_then(parse_compact).unwrap_or(now);
