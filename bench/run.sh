@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p mediagate -p mediagate-bench
-exec taskset -c 1 target/release/mediagate-bench
+exec taskset -c 1 target/release/mediagate-bench "$@"

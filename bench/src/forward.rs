@@ -1,0 +1,224 @@
+//! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
+//! mediagate), then durable async submissions and task reads on the same gateway.
+
+use crate::harness::{ROUNDS, cpu_micros, free_port, http, median, met, start, wait_listening};
+use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate};
+use std::process::Command;
+use std::time::Duration;
+
+struct Lane {
+    name: &'static str,
+    request: Request,
+    /// The process whose CPU time is charged to this lane.
+    pid: Option<u32>,
+}
+
+#[derive(Default)]
+struct Figures {
+    throughput: Vec<f64>,
+    cpu_per_request: Vec<f64>,
+    p50_1conn: Vec<f64>,
+    p99_1conn: Vec<f64>,
+    p50_1k: Vec<f64>,
+    p99_1k: Vec<f64>,
+    p50_5k: Vec<f64>,
+    p99_5k: Vec<f64>,
+    errors: u64,
+}
+
+fn measure(lane: &Lane, figures: &mut Figures) {
+    let before = lane.pid.map(cpu_micros);
+    let max: Outcome = closed_loop(&lane.request, 16, Duration::from_secs(4));
+    if let (Some(pid), Some(before)) = (lane.pid, before) {
+        figures.cpu_per_request.push((cpu_micros(pid) - before) / max.requests.max(1) as f64);
+    }
+    figures.throughput.push(max.rate());
+    let one = closed_loop(&lane.request, 1, Duration::from_secs(2));
+    figures.p50_1conn.push(one.percentile(0.5));
+    figures.p99_1conn.push(one.percentile(0.99));
+    let k1 = fixed_rate(&lane.request, 8, 1000.0, Duration::from_secs(3));
+    figures.p50_1k.push(k1.percentile(0.5));
+    figures.p99_1k.push(k1.percentile(0.99));
+    let k5 = fixed_rate(&lane.request, 32, 5000.0, Duration::from_secs(3));
+    figures.p50_5k.push(k5.percentile(0.5));
+    figures.p99_5k.push(k5.percentile(0.99));
+    figures.errors += max.errors + one.errors + k1.errors + k5.errors;
+}
+
+/// Runs the sync and async figures; returns their report sections.
+pub fn run() -> String {
+    let bin = crate::harness::bin_dir();
+    let mediagate = bin.join("mediagate");
+    let forwarder = bin.join("bare-forwarder");
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (sim_port, gw_port, bare_port) = (free_port(), free_port(), free_port());
+    let sim_addr = format!("127.0.0.1:{sim_port}");
+    let gw_addr = format!("127.0.0.1:{gw_port}");
+    let bare_addr = format!("127.0.0.1:{bare_port}");
+
+    let _sim =
+        start(1, &mediagate, &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"], &[]);
+    let data = tmp.path().join("gateway");
+    let key_out = Command::new(&mediagate)
+        .args(["keys", "create", "--account", "bench", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = String::from_utf8_lossy(&key_out.stdout).trim().to_string();
+    let config = tmp.path().join("config.yaml");
+    let config_text = format!(
+        "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
+         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: BENCH_UPSTREAM_KEY}}\n\
+         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n",
+        data.display()
+    );
+    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    let config_arg = config.display().to_string();
+    let gateway = start(
+        0,
+        &mediagate,
+        &["serve", "--config", &config_arg],
+        &[("BENCH_UPSTREAM_KEY", "bench-cn-beijing"), ("BENCH_ADMIN", "bench-admin")],
+    );
+    let upstream_url = format!("http://{sim_addr}/cn-beijing/api/v1/services/aigc/multimodal-generation/generation");
+    let bare = start(0, &forwarder, &[&bare_addr, &upstream_url, "bench-cn-beijing"], &[]);
+    for addr in [&sim_addr, &gw_addr, &bare_addr] {
+        wait_listening(addr);
+    }
+    let top_up = Request::new(
+        &gw_addr,
+        "POST",
+        "/admin/v1/accounts/bench/top-up",
+        &[("Authorization", "Bearer bench-admin"), ("Content-Type", "application/json")],
+        r#"{"amount": 1000000000000000}"#,
+    );
+    let funded = closed_loop(&top_up, 1, Duration::from_millis(1));
+    assert!(funded.requests >= 1, "top-up failed");
+
+    let envelope = r#"{"model":"beta-image-2.0-pro","input":{"messages":[{"role":"user","content":[{"text":"bench"}]}]},"parameters":{"n":1}}"#;
+    let auth = format!("Bearer {key}");
+    let json = ("Content-Type", "application/json");
+    let lanes = [
+        Lane {
+            name: "direct to simulator",
+            request: Request::new(
+                &sim_addr,
+                "POST",
+                "/cn-beijing/api/v1/services/aigc/multimodal-generation/generation",
+                &[("Authorization", "Bearer bench-cn-beijing"), json],
+                envelope,
+            ),
+            pid: None,
+        },
+        Lane {
+            name: "bare forwarder (floor)",
+            request: Request::new(&bare_addr, "POST", "/forward", &[json], envelope),
+            pid: Some(bare.pid()),
+        },
+        Lane {
+            name: "mediagate",
+            request: Request::new(
+                &gw_addr,
+                "POST",
+                "/v1/images/generations",
+                &[("Authorization", &auth), json],
+                r#"{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}"#,
+            ),
+            pid: Some(gateway.pid()),
+        },
+    ];
+    let mut figures: Vec<Figures> = lanes.iter().map(|_| Figures::default()).collect();
+    for round in 0..ROUNDS {
+        eprintln!("sync round {}/{ROUNDS}", round + 1);
+        for (lane, f) in lanes.iter().zip(figures.iter_mut()) {
+            measure(lane, f);
+        }
+    }
+
+    // Async: durable submissions, then task reads.
+    let submit = Request::new(
+        &gw_addr,
+        "POST",
+        "/v1/videos/generations",
+        &[("Authorization", &auth), json],
+        r#"{"model":"alpha2.6-t2v_t2v","prompt":"bench","duration":5}"#,
+    );
+    let mut submits = Vec::new();
+    let mut submit_p50 = Vec::new();
+    let mut submit_p99 = Vec::new();
+    let mut reads = Vec::new();
+    let id = first_task_id(&gw_addr, &auth);
+    let read = Request::new(&gw_addr, "GET", &format!("/v1/tasks/{id}"), &[("Authorization", &auth)], "");
+    for round in 0..ROUNDS {
+        eprintln!("async round {}/{ROUNDS}", round + 1);
+        let s = closed_loop(&submit, 16, Duration::from_secs(4));
+        submits.push(s.rate());
+        submit_p50.push(s.percentile(0.5));
+        submit_p99.push(s.percentile(0.99));
+        reads.push(closed_loop(&read, 16, Duration::from_secs(4)).rate());
+    }
+
+    render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads))
+}
+
+/// Submits one task and returns its id, for the read lane.
+fn first_task_id(addr: &str, auth: &str) -> String {
+    let body = r#"{"model":"alpha2.6-t2v_t2v","prompt":"bench read","duration":5}"#;
+    let (_, answer) = http(
+        addr,
+        "POST",
+        "/v1/videos/generations",
+        &[("Authorization", auth), ("Content-Type", "application/json")],
+        body,
+    );
+    let value: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
+    value["task_id"].as_str().unwrap_or_default().to_string()
+}
+
+fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64) -> String {
+    let mut out = String::new();
+    out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
+    out.push_str("| lane | max req/s | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | errors |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (lane, f) in lanes.iter().zip(figures) {
+        let cpu = if f.cpu_per_request.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.0}", median(f.cpu_per_request.clone()))
+        };
+        out.push_str(&format!(
+            "| {} | {:.0} | {cpu} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
+            lane.name,
+            median(f.throughput.clone()),
+            median(f.p50_1conn.clone()),
+            median(f.p99_1conn.clone()),
+            median(f.p50_1k.clone()),
+            median(f.p99_1k.clone()),
+            median(f.p50_5k.clone()),
+            median(f.p99_5k.clone()),
+            f.errors,
+        ));
+    }
+    let (direct, bare, gateway) = (&figures[0], &figures[1], &figures[2]);
+    let ratio = median(gateway.throughput.clone()) / median(bare.throughput.clone()).max(1.0);
+    let cpu_ratio = median(gateway.cpu_per_request.clone()) / median(bare.cpu_per_request.clone()).max(1.0);
+    let added_p99 = median(gateway.p99_1k.clone()) - median(direct.p99_1k.clone());
+    out.push_str(&format!(
+        "\nmediagate / bare forwarder throughput: {ratio:.2} (target >= 0.50: {}); CPU per request ratio: {cpu_ratio:.2} (target <= 2.0: {}); \
+         added p99 at 1k req/s: {:.0} us (target <= 1000: {}).\n",
+        met(ratio >= 0.5),
+        met(cpu_ratio <= 2.0),
+        added_p99,
+        met(added_p99 <= 1000.0),
+    ));
+    out.push_str(&format!(
+        "\n## Async (`alpha2.6-t2v_t2v`)\n\n| figure | value | target |\n|---|---|---|\n\
+         | durable submissions/s (16 conns) | {:.0} | >= 5000: {} |\n| submit p50 / p99 (us) | {:.0} / {:.0} | |\n\
+         | `GET /v1/tasks/{{id}}` reads/s | {reads:.0} | >= 30000: {} |\n",
+        submit.0,
+        met(submit.0 >= 5000.0),
+        submit.1,
+        submit.2,
+        met(reads >= 30000.0),
+    ));
+    out
+}

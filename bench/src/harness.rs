@@ -1,0 +1,122 @@
+//! What every scenario shares: starting pinned server processes, waiting for them, and reading their CPU
+//! time and memory from /proc.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Alternating rounds per scenario; figures are their medians.
+pub const ROUNDS: usize = 3;
+
+/// Where the release binaries are (beside this one).
+pub fn bin_dir() -> PathBuf {
+    std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)).unwrap_or_default()
+}
+
+/// A child process, killed when dropped.
+pub struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the process with SIGTERM (a clean shutdown) and waits for it.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+}
+
+/// Starts `program` pinned to `core`, with its output discarded.
+pub fn start(core: u32, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut command = Command::new("taskset");
+    command.arg("-c").arg(core.to_string()).arg(program).args(args).stdout(Stdio::null()).stderr(Stdio::null());
+    command.env("MEDIAGATE_LOG", "warn");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    match command.spawn() {
+        Ok(child) => Server { child },
+        Err(e) => panic!("cannot start {}: {e}", program.display()),
+    }
+}
+
+pub fn wait_listening(addr: &str) {
+    for _ in 0..400 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("{addr} never listened");
+}
+
+/// Process CPU time (user + system) in microseconds, from /proc.
+pub fn cpu_micros(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    let ticks: f64 = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    ticks * 1_000_000.0 / 100.0
+}
+
+/// Resident set size in bytes, from /proc.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The p-th percentile (0..=1) of sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+pub fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
+/// A minimal blocking HTTP/1.1 call (one connection, `Connection: close`); returns status and body.
+pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return (0, String::new()) };
+    let _ = stream.write_all(request.as_bytes());
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}

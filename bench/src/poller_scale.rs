@@ -1,0 +1,5 @@
+//! Scenario `poller_scale` (being built).
+
+pub fn run() -> String {
+    String::new()
+}
