@@ -91,6 +91,20 @@ struct SimulateArgs {
     /// The API key accepted in every region is `<key-prefix>-<region>`.
     #[arg(long, default_value = "sim-key")]
     key_prefix: String,
+    /// Keys per region: the first is `<key-prefix>-<region>`, the others `<key-prefix>-<region>-<n>` (n from 2),
+    /// each with its own query limit, as separate upstream accounts have.
+    #[arg(long, default_value_t = 1)]
+    keys: usize,
+    /// Task queries (and lists) per second per key; 0 is unlimited.
+    #[arg(long, default_value_t = 20.0)]
+    query_qps: f64,
+}
+
+/// The simulator's keys of `region`: `<prefix>-<region>`, then `<prefix>-<region>-2`, ...
+fn simulator_keys(prefix: &str, region: &str, count: usize) -> Vec<String> {
+    (1..=count.max(1))
+        .map(|n| if n == 1 { format!("{prefix}-{region}") } else { format!("{prefix}-{region}-{n}") })
+        .collect()
 }
 
 #[derive(Subcommand)]
@@ -151,16 +165,19 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Simulate(args) => {
             let keys = mediagate::catalog::REGIONS
                 .iter()
-                .map(|r| (r.to_string(), vec![format!("{}-{r}", args.key_prefix)]))
+                .map(|r| (r.to_string(), simulator_keys(&args.key_prefix, r, args.keys)))
                 .collect();
             let config = mediagate::simulator::SimulatorConfig {
                 time_scale: args.time_scale,
                 keys,
                 data_dir: args.data_dir,
                 public_base: format!("http://{}", args.listen),
-                query_qps: Some(20.0),
+                query_qps: (args.query_qps > 0.0).then_some(args.query_qps),
             };
-            println!("simulator listening on http://{}; keys: {}-<region>", args.listen, args.key_prefix);
+            println!(
+                "simulator listening on http://{}; keys: {}-<region> (then -2, -3, ...), {} per region",
+                args.listen, args.key_prefix, args.keys
+            );
             actix_web::rt::System::new()
                 .block_on(mediagate::simulator::serve(args.listen, config))
                 .map_err(|e| e.to_string())

@@ -4,6 +4,7 @@
 //! the result files it serves itself. Prompt hooks (`sim:fail`, `sim:slow`, ...) reach every path.
 
 mod files;
+mod index;
 mod models;
 mod store;
 mod validate;
@@ -40,12 +41,20 @@ pub struct QueryStats {
     pub max_per_second: u64,
 }
 
+/// One key's query counting: the current wall-clock second and its count, and the key's totals.
+#[derive(Debug, Clone, Copy, Default)]
+struct KeyWindow {
+    second: i64,
+    in_second: u64,
+    stats: QueryStats,
+}
+
 pub struct Simulator {
     config: SimulatorConfig,
     tasks: TaskStore,
     inspection: Mutex<Vec<(String, String)>>,
-    /// key -> (second, queries in it)
-    windows: Mutex<HashMap<String, (i64, u64)>>,
+    /// key -> its current second and totals
+    windows: Mutex<HashMap<String, KeyWindow>>,
     stats: Mutex<QueryStats>,
     /// task -> queries answered, for `sim:query-error`.
     query_counts: Mutex<HashMap<String, u32>>,
@@ -128,6 +137,14 @@ impl Simulator {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Query counters of every key that made a query, ordered by key.
+    pub fn key_stats(&self) -> Vec<QueryStats> {
+        let windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<(&String, &KeyWindow)> = windows.iter().collect();
+        keys.sort_by_key(|(k, _)| *k);
+        keys.into_iter().map(|(_, w)| w.stats).collect()
+    }
+
     /// Mounts the routes: `/{region}/api/v1/...` per region and `/files/...`.
     pub fn configure(self: &Arc<Self>, cfg: &mut web::ServiceConfig) {
         let data = web::Data::from(self.clone());
@@ -178,44 +195,27 @@ impl Simulator {
     fn admit_query(&self, key: &str) -> bool {
         let second = now_ms() / 1000;
         let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        let window = windows.entry(key.to_string()).or_insert((second, 0));
-        if window.0 != second {
-            *window = (second, 0);
+        let window = windows.entry(key.to_string()).or_default();
+        if window.second != second {
+            (window.second, window.in_second) = (second, 0);
         }
         if let Some(qps) = self.config.query_qps
-            && window.1 as f64 >= qps
+            && window.in_second as f64 >= qps
         {
             return false;
         }
-        window.1 += 1;
+        window.in_second += 1;
+        window.stats.queries += 1;
+        window.stats.max_per_second = window.stats.max_per_second.max(window.in_second);
         let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
         stats.queries += 1;
-        stats.max_per_second = stats.max_per_second.max(window.1);
+        stats.max_per_second = stats.max_per_second.max(window.in_second);
         true
     }
 
     /// The upstream status of a task now.
     fn status(&self, task: &SimTask, now: i64) -> &'static str {
-        if now - task.created_ms > files::TTL_SECONDS * 1000 {
-            return "UNKNOWN";
-        }
-        if task.cancelled_ms.is_some() {
-            return "CANCELED";
-        }
-        let started = task.created_ms + task.pending_ms;
-        if now < started {
-            return "PENDING";
-        }
-        match task.running_ms {
-            Some(run) if now >= started + run => {
-                if task.fail_code.is_some() {
-                    "FAILED"
-                } else {
-                    "SUCCEEDED"
-                }
-            }
-            _ => "RUNNING",
-        }
+        task.timeline().status(now)
     }
 }
 
@@ -557,45 +557,16 @@ async fn list(
     }
     let page_no = query.page_no.unwrap_or(1).max(1);
     let page_size = query.page_size.unwrap_or(10).clamp(1, 1000);
-    let mut tasks: Vec<(SimTask, &str)> = sim
-        .tasks
-        .all()
-        .into_iter()
-        .filter(|t| t.region == region && (start..=end).contains(&t.created_ms))
-        .map(|t| {
-            let status = sim.status(&t, now);
-            (t, status)
-        })
-        .filter(|(t, s)| {
-            query.task_id.as_deref().is_none_or(|id| t.task_id == id)
-                && query.model_name.as_deref().is_none_or(|m| t.model == m)
-                && query.status.as_deref().is_none_or(|q| q == *s)
-        })
-        .collect();
-    tasks.sort_by_key(|(t, _)| std::cmp::Reverse(t.created_ms));
-    let total = tasks.len() as u64;
-    let data: Vec<Value> = tasks
-        .iter()
-        .skip(((page_no - 1) * page_size) as usize)
-        .take(page_size as usize)
-        .map(|(t, status)| {
-            let route = models::find(&t.model).map(|m| m.route).unwrap_or_default();
-            let route_key = route.trim_start_matches("/services/aigc/").replace('/', ":");
-            let started = t.created_ms + t.pending_ms;
-            let mut item = json!({
-                "task_id": t.task_id, "status": status, "model_name": t.model, "region": t.region,
-                "request_id": t.request_id, "gmt_create": t.created_ms,
-                "user_api_unique_key": format!("apikey:v1:aigc:{route_key}:{}", t.model),
-            });
-            if *status != "PENDING" {
-                item["start_time"] = started.into();
-            }
-            if matches!(*status, "SUCCEEDED" | "FAILED" | "CANCELED") {
-                item["end_time"] = t.cancelled_ms.unwrap_or(started + t.running_ms.unwrap_or(0)).into();
-            }
-            item
-        })
-        .collect();
+    let filter = index::Filter {
+        start_ms: start,
+        end_ms: end,
+        task_id: query.task_id.as_deref(),
+        model: query.model_name.as_deref(),
+        status: query.status.as_deref(),
+        now,
+    };
+    let (total, rows) = sim.tasks.index().page(&region, &filter, page_no, page_size);
+    let data: Vec<Value> = rows.iter().map(|row| listed(row, &region, now)).collect();
     answer(
         StatusCode::OK,
         json!({
@@ -604,16 +575,39 @@ async fn list(
     )
 }
 
+/// One item of a list answer; times in epoch ms, `end_time` only once terminal.
+fn listed(row: &index::Row, region: &str, now: i64) -> Value {
+    let status = row.timeline.status(now);
+    let route = models::find(&row.model).map(|m| m.route).unwrap_or_default();
+    let route_key = route.trim_start_matches("/services/aigc/").replace('/', ":");
+    let mut item = json!({
+        "task_id": &*row.task_id, "status": status, "model_name": &*row.model, "region": region,
+        "request_id": &*row.request_id, "gmt_create": row.timeline.created_ms,
+        "user_api_unique_key": format!("apikey:v1:aigc:{route_key}:{}", row.model),
+    });
+    if status != "PENDING" {
+        item["start_time"] = row.timeline.started_ms().into();
+    }
+    if matches!(status, "SUCCEEDED" | "FAILED" | "CANCELED") {
+        item["end_time"] = row.timeline.end_ms().into();
+    }
+    item
+}
+
 /// Test introspection: every `X-Upstream-DataInspection` value received, oldest first.
 async fn inspections(sim: web::Data<Simulator>) -> HttpResponse {
     let values: Vec<String> = sim.data_inspection_log().into_iter().map(|(_, v)| v).collect();
     HttpResponse::Ok().json(json!({"values": values}))
 }
 
-/// Test introspection: task queries answered and the most one key made in one second.
+/// Test introspection: task queries and lists answered, the most one key made in one second, and the same
+/// per key (ordered by key, keys themselves not shown).
 async fn query_stats(sim: web::Data<Simulator>) -> HttpResponse {
     let stats = sim.query_stats();
-    HttpResponse::Ok().json(json!({"queries": stats.queries, "max_per_second": stats.max_per_second}))
+    let per_key: Vec<Value> =
+        sim.key_stats().iter().map(|k| json!({"queries": k.queries, "max_per_second": k.max_per_second})).collect();
+    HttpResponse::Ok()
+        .json(json!({"queries": stats.queries, "max_per_second": stats.max_per_second, "per_key": per_key}))
 }
 
 #[derive(serde::Deserialize)]

@@ -1,6 +1,10 @@
 //! The simulator's tasks. A task's state is a function of its stored creation time, its hooks and a cancel
 //! mark, so a restarted simulator answers for old tasks exactly where they would have been.
+//!
+//! Beside the tasks sits the list index (`index.rs`), kept in step by `put`, so a task list costs a binary
+//! search and a page however many tasks the simulator holds.
 
+use super::index::ListIndex;
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -28,45 +32,122 @@ pub struct SimTask {
     pub hooks: Vec<String>,
 }
 
-/// Persisted in redb when the simulator has a data dir, else kept in memory.
-pub enum TaskStore {
+impl SimTask {
+    pub fn timeline(&self) -> Timeline {
+        Timeline {
+            created_ms: self.created_ms,
+            pending_ms: self.pending_ms,
+            running_ms: self.running_ms,
+            failed: self.fail_code.is_some(),
+            cancelled_ms: self.cancelled_ms,
+        }
+    }
+}
+
+/// The facts a task's status follows from, small enough to keep for every task in the list index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeline {
+    pub created_ms: i64,
+    pub pending_ms: i64,
+    pub running_ms: Option<i64>,
+    pub failed: bool,
+    pub cancelled_ms: Option<i64>,
+}
+
+impl Timeline {
+    /// The upstream status at `now`.
+    pub fn status(&self, now: i64) -> &'static str {
+        if now - self.created_ms > super::files::TTL_SECONDS * 1000 {
+            return "UNKNOWN";
+        }
+        if self.cancelled_ms.is_some() {
+            return "CANCELED";
+        }
+        if now < self.started_ms() {
+            return "PENDING";
+        }
+        match self.running_ms {
+            Some(run) if now >= self.started_ms() + run => {
+                if self.failed {
+                    "FAILED"
+                } else {
+                    "SUCCEEDED"
+                }
+            }
+            _ => "RUNNING",
+        }
+    }
+
+    /// When the task left PENDING (or will).
+    pub fn started_ms(&self) -> i64 {
+        self.created_ms + self.pending_ms
+    }
+
+    /// When the task ended (or will): cancelled, or run to completion.
+    pub fn end_ms(&self) -> i64 {
+        self.cancelled_ms.unwrap_or(self.started_ms() + self.running_ms.unwrap_or(0))
+    }
+}
+
+/// Persisted in redb when the simulator has a data dir, else kept in memory; indexed for listing either way.
+pub struct TaskStore {
+    kept: Kept,
+    index: Mutex<ListIndex>,
+}
+
+enum Kept {
     Disk(Database),
     Memory(Mutex<HashMap<String, SimTask>>),
 }
 
 impl TaskStore {
     pub fn open(dir: Option<&Path>) -> Result<TaskStore, String> {
-        let Some(dir) = dir else { return Ok(TaskStore::Memory(Mutex::new(HashMap::new()))) };
+        let Some(dir) = dir else {
+            return Ok(TaskStore { kept: Kept::Memory(Mutex::new(HashMap::new())), index: Mutex::default() });
+        };
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let db = Database::create(dir.join("simulator.redb")).map_err(|e| e.to_string())?;
         let tx = db.begin_write().map_err(|e| e.to_string())?;
         tx.open_table(TASKS).map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
-        Ok(TaskStore::Disk(db))
+        let store = TaskStore { kept: Kept::Disk(db), index: Mutex::default() };
+        // The index lives in memory only: rebuilt from the tasks once, at start.
+        let mut index = ListIndex::default();
+        for task in store.all() {
+            index.put(&task);
+        }
+        *store.index() = index;
+        Ok(store)
+    }
+
+    /// The list index, for reading a page.
+    pub fn index(&self) -> std::sync::MutexGuard<'_, ListIndex> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn put(&self, task: &SimTask) -> Result<(), String> {
-        match self {
-            TaskStore::Memory(map) => {
+        match &self.kept {
+            Kept::Memory(map) => {
                 map.lock().unwrap_or_else(|e| e.into_inner()).insert(task.task_id.clone(), task.clone());
-                Ok(())
             }
-            TaskStore::Disk(db) => {
+            Kept::Disk(db) => {
                 let bytes = serde_json::to_vec(task).map_err(|e| e.to_string())?;
                 let tx = db.begin_write().map_err(|e| e.to_string())?;
                 tx.open_table(TASKS)
                     .map_err(|e| e.to_string())?
                     .insert(task.task_id.as_str(), bytes.as_slice())
                     .map_err(|e| e.to_string())?;
-                tx.commit().map_err(|e| e.to_string())
+                tx.commit().map_err(|e| e.to_string())?;
             }
         }
+        self.index().put(task);
+        Ok(())
     }
 
     pub fn get(&self, task_id: &str) -> Option<SimTask> {
-        match self {
-            TaskStore::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).get(task_id).cloned(),
-            TaskStore::Disk(db) => {
+        match &self.kept {
+            Kept::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).get(task_id).cloned(),
+            Kept::Disk(db) => {
                 let tx = db.begin_read().ok()?;
                 let table = tx.open_table(TASKS).ok()?;
                 let value = table.get(task_id).ok()??;
@@ -75,10 +156,10 @@ impl TaskStore {
         }
     }
 
-    pub fn all(&self) -> Vec<SimTask> {
-        match self {
-            TaskStore::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect(),
-            TaskStore::Disk(db) => {
+    fn all(&self) -> Vec<SimTask> {
+        match &self.kept {
+            Kept::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect(),
+            Kept::Disk(db) => {
                 let Ok(tx) = db.begin_read() else { return Vec::new() };
                 let Ok(table) = tx.open_table(TASKS) else { return Vec::new() };
                 let Ok(rows) = redb::ReadableTable::iter(&table) else { return Vec::new() };
