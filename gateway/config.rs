@@ -61,11 +61,22 @@ fn default_upstream_timeout() -> u64 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PollerConfig {
-    /// Task queries per second per upstream key.
+    /// Task queries per second per upstream key (list calls count as queries too).
     pub queries_per_second: u32,
     /// Shortest and longest pause between two queries about one task, in milliseconds.
     pub min_interval_ms: u64,
     pub max_interval_ms: u64,
+    /// Each key is paced this many percent below `queries_per_second`, so that network jitter bunching a
+    /// key's queries never shows the upstream more than its limit within one second.
+    pub query_margin_percent: u32,
+    /// How often due tasks are gathered into list calls (milliseconds; never more than `min_interval_ms`).
+    /// Each gathering also takes the tasks due before the next one.
+    pub sweep_interval_ms: u64,
+    /// Tasks per page of the upstream's task list; a page costs one query however many tasks it holds.
+    pub list_page_size: u64,
+    /// A task list's creation-time window is widened by this much on each side (milliseconds), for the
+    /// upstream's clock and the forwarding delay; a task still missing from the list gets a direct query.
+    pub list_clock_skew_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -97,7 +108,15 @@ impl Default for Config {
 
 impl Default for PollerConfig {
     fn default() -> PollerConfig {
-        PollerConfig { queries_per_second: 20, min_interval_ms: 1000, max_interval_ms: 15000 }
+        PollerConfig {
+            queries_per_second: 20,
+            min_interval_ms: 1000,
+            max_interval_ms: 15000,
+            query_margin_percent: 10,
+            sweep_interval_ms: 500,
+            list_page_size: 1000,
+            list_clock_skew_ms: 2000,
+        }
     }
 }
 

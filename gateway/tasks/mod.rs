@@ -1,8 +1,11 @@
 //! Tasks: creating one for an admitted submission, forwarding it, reading it back, cancelling it. The
 //! poller (in `poller`) owns every task between acceptance and its terminal state.
 
+mod keys;
 pub mod poller;
 pub mod results;
+mod sweep;
+mod tracker;
 
 use crate::admission::Admitted;
 use crate::catalog::TaskMode;

@@ -1,28 +1,42 @@
 //! The poller: owns every in-flight task until it reaches a terminal state.
 //!
-//! Tasks wait in a min-heap keyed by their next due time. The interval grows with a task's age (a job that
-//! has run for minutes will not finish in the next second), queries are rate-limited per region to the
-//! upstream's per-key limit times the region's keys, transient errors back off without failing the task,
-//! and a task past its model's deadline ends in `timeout`. On start the heap is refilled from the store's
-//! in-flight index, so a restart resumes every task.
+//! Tasks are kept in memory as small structs (`tracker`), indexed by their next due time; the interval grows
+//! with a task's age (a job that has run for minutes will not finish in the next second). Every sweep takes
+//! the tasks due before the next one and plans them (`sweep`): tasks close together in creation time are
+//! asked about with one list call over their window (a page reports up to `list_page_size` tasks for one
+//! query), stragglers with a direct query. Only tasks a list reports terminal get a task query (for their
+//! results, usage or error); PENDING -> RUNNING is recorded from the list; a due task missing from its list
+//! gets a direct query. Every query, list pages included, waits for its key's limiter (`keys`): each key
+//! stays under the upstream's per-key limit and a region's keys add up. Transient errors back off without
+//! failing the task, and a task past its model's deadline ends in `timeout`. On start the tracker is
+//! refilled from the store's in-flight index, so a restart resumes every task.
 
+use super::keys::KeyRing;
 use super::results::{Observed, observe, status_of};
+use super::sweep::{self, Due, Plan};
+use super::tracker::{IDLE, Id, TAKEN, Tracked, Tracker};
 use super::{fail, finish, now_ms};
-use crate::catalog::ModelSpec;
+use crate::catalog::{Media, ModelSpec};
 use crate::config::PollerConfig;
 use crate::state::AppState;
-use crate::store::{TaskError, TaskStatus};
-use crate::upstream::client;
+use crate::store::{TaskError, TaskRecord, TaskStatus};
+use crate::upstream::client::{self, ListRequest, ListedTask};
 use actix_web::web;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
-use std::num::NonZeroU32;
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 use std::sync::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// A task without an upstream id this long after creation was interrupted mid-submission.
 const ORPHAN_AFTER_MS: i64 = 60_000;
+/// Queries (list calls included) under way per region at most: enough to keep every key busy, few enough
+/// that each waits for its key's turn right before it is sent.
+const QUERIES_IN_FLIGHT: usize = 64;
+/// Store writes the poller starts at once (timeouts, failures, RUNNING marks); the writer batches them.
+const STORE_WRITES_IN_FLIGHT: usize = 32;
+/// Shortest pause after a failed query or list.
+const RETRY_MS: i64 = 2000;
 
 /// Handle for scheduling tasks; cheap to share.
 pub struct Poller {
@@ -57,146 +71,595 @@ fn next_interval_ms(age_ms: i64, config: &PollerConfig) -> i64 {
 
 /// Runs until the process ends. Call once, on the actix system.
 pub async fn run(state: web::Data<AppState>) {
-    let Some(mut rx) = state.poller.rx.lock().ok().and_then(|mut r| r.take()) else {
+    let Some(mut scheduled) = state.poller.rx.lock().ok().and_then(|mut r| r.take()) else {
         return;
     };
-    let limiters = region_limiters(&state);
-    let mut heap: BinaryHeap<Reverse<(i64, String)>> = BinaryHeap::new();
-    match state.store.in_flight() {
-        Ok(tasks) => {
-            tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
-            heap.extend(tasks.into_iter().map(|t| Reverse((t.next_poll_ms, t.task_id))));
-        }
-        Err(e) => tracing::error!(error = %e, "poller could not read in-flight tasks"),
-    }
-    // The latest due time per task: a heap entry with an older due time is stale and skipped, so a task
-    // scheduled twice (start-up load and a fresh forward) is still checked by one loop only.
-    let mut due_of: HashMap<String, i64> = HashMap::new();
-    for Reverse((due, id)) in heap.iter() {
-        due_of.insert(id.clone(), *due);
-    }
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(String, Option<i64>)>();
-    let mut busy: HashSet<String> = HashSet::new();
+    let (reports_tx, mut reports) = mpsc::unbounded_channel();
+    let mut poller = Sweeper::new(state, reports_tx);
+    poller.resume();
     loop {
-        let now = now_ms();
-        while heap.peek().is_some_and(|Reverse((due, _))| *due <= now) {
-            let Some(Reverse((due, id))) = heap.pop() else { break };
-            if due_of.get(&id) != Some(&due) || !busy.insert(id.clone()) {
-                continue;
-            }
-            crate::metrics::poll_lag(now - due);
-            let (state, limiters, done) = (state.clone(), limiters.clone(), done_tx.clone());
-            actix_web::rt::spawn(async move {
-                let next = check(&state, &limiters, &id).await;
-                let _ = done.send((id, next));
-            });
-        }
-        let wait = heap.peek().map_or(500, |Reverse((due, _))| (due - now_ms()).clamp(5, 500));
+        poller.tick();
+        let wait = poller.wait_ms();
         tokio::select! {
-            received = rx.recv() => match received {
+            received = scheduled.recv() => match received {
                 Some((due, id)) => {
-                    due_of.insert(id.clone(), due);
-                    heap.push(Reverse((due, id)));
+                    poller.schedule(&id, due);
+                    while let Ok((due, id)) = scheduled.try_recv() {
+                        poller.schedule(&id, due);
+                    }
                 }
                 None => return,
             },
-            finished = done_rx.recv() => if let Some((id, next)) = finished {
-                busy.remove(&id);
-                match next {
-                    Some(due) => {
-                        due_of.insert(id.clone(), due);
-                        heap.push(Reverse((due, id)));
-                    }
-                    None => {
-                        due_of.remove(&id);
-                    }
+            report = reports.recv() => if let Some(report) = report {
+                poller.apply(report);
+                while let Ok(report) = reports.try_recv() {
+                    poller.apply(report);
                 }
             },
-            _ = actix_web::rt::time::sleep(std::time::Duration::from_millis(wait as u64)) => {}
+            _ = poller.wake.notified() => {}
+            _ = actix_web::rt::time::sleep(std::time::Duration::from_millis(wait)) => {}
         }
     }
 }
 
-type Limiters = std::sync::Arc<BTreeMap<String, DefaultDirectRateLimiter>>;
-
-fn region_limiters(state: &AppState) -> Limiters {
-    let per_key = state.config.poller.queries_per_second.max(1);
-    let limiters = state
-        .upstreams
-        .regions()
-        .map(|(region, upstream)| {
-            let rate = NonZeroU32::new(per_key * upstream.key_count().max(1) as u32).unwrap_or(NonZeroU32::MIN);
-            // Burst of one: the query rate never exceeds the limit even momentarily.
-            (region.clone(), RateLimiter::direct(Quota::per_second(rate).allow_burst(NonZeroU32::MIN)))
-        })
-        .collect();
-    std::sync::Arc::new(limiters)
+/// What a job found out, sent back to the poller's loop.
+enum Report {
+    /// A page of window `ticket`'s list.
+    Listed { ticket: u64, tasks: Vec<ListedTask> },
+    /// Window `ticket`'s list is over; `failed` when it stopped on an error.
+    Listing { ticket: u64, failed: bool },
+    /// Job `ticket` looked at a task.
+    Checked { ticket: u64, task: Id, outcome: Outcome },
+    /// A RUNNING mark was written (or not).
+    MarkedRunning { task: Id, written: bool },
 }
 
-/// Looks at one task once; returns when to look again, or `None` once it has ended.
-async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) -> Option<i64> {
-    let config = &state.config.poller;
-    let task = match state.store.task(task_id) {
-        Ok(Some(task)) if !task.status.is_terminal() => task,
-        Ok(_) => return None,
-        Err(e) => {
-            tracing::error!(task_id, error = %e, "poller could not read task");
-            return Some(now_ms() + config.max_interval_ms as i64);
+/// Where a task stands after a job looked at it.
+enum Outcome {
+    /// Terminal in the store (by this job or another path).
+    Ended,
+    /// Still live upstream.
+    Live { running: bool },
+    /// The job could not tell (upstream or store error): ask again later.
+    Unknown,
+}
+
+/// Work waiting for a query slot in one region.
+struct Lane {
+    keys: Rc<KeyRing>,
+    /// Tasks a list reported terminal: their payload decides the outcome, so they go first.
+    fetches: VecDeque<(Id, u64)>,
+    windows: VecDeque<(u64, ListRequest)>,
+    directs: VecDeque<(Id, u64)>,
+    busy: Rc<Cell<usize>>,
+}
+
+enum StoreJob {
+    Timeout(Id, u64),
+    Fail { task: Id, ticket: u64, code: &'static str, message: &'static str },
+    MarkRunning(Id, i64),
+}
+
+/// A slot taken from a counter; freeing it wakes the loop to hand out more work.
+struct Slot {
+    busy: Rc<Cell<usize>>,
+    wake: Rc<Notify>,
+}
+
+impl Slot {
+    fn take(busy: &Rc<Cell<usize>>, wake: &Rc<Notify>) -> Slot {
+        busy.set(busy.get() + 1);
+        Slot { busy: busy.clone(), wake: wake.clone() }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.busy.set(self.busy.get().saturating_sub(1));
+        self.wake.notify_one();
+    }
+}
+
+/// The poller's state, owned by its loop; jobs run as local tasks and report back.
+struct Sweeper {
+    state: web::Data<AppState>,
+    tracker: Tracker,
+    lanes: HashMap<String, Lane>,
+    /// Due tasks of each list under way, by ticket.
+    windows: HashMap<u64, Vec<Id>>,
+    /// Upstream ids of each queued window's due tasks, handed to its list job.
+    window_due: HashMap<u64, HashSet<Id>>,
+    store_jobs: VecDeque<StoreJob>,
+    store_busy: Rc<Cell<usize>>,
+    /// Tasks scheduled while the store could not be read, retried at the next sweep.
+    unread: Vec<(String, i64)>,
+    last_ticket: u64,
+    next_sweep_ms: i64,
+    reports: mpsc::UnboundedSender<Report>,
+    wake: Rc<Notify>,
+}
+
+impl Sweeper {
+    fn new(state: web::Data<AppState>, reports: mpsc::UnboundedSender<Report>) -> Sweeper {
+        let lanes = state
+            .upstreams
+            .regions()
+            .map(|(region, upstream)| {
+                let lane = Lane {
+                    keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller)),
+                    fetches: VecDeque::new(),
+                    windows: VecDeque::new(),
+                    directs: VecDeque::new(),
+                    busy: Rc::new(Cell::new(0)),
+                };
+                (region.clone(), lane)
+            })
+            .collect();
+        Sweeper {
+            state,
+            tracker: Tracker::default(),
+            lanes,
+            windows: HashMap::new(),
+            window_due: HashMap::new(),
+            store_jobs: VecDeque::new(),
+            store_busy: Rc::new(Cell::new(0)),
+            unread: Vec::new(),
+            last_ticket: 0,
+            next_sweep_ms: 0,
+            reports,
+            wake: Rc::new(Notify::new()),
         }
-    };
-    let now = now_ms();
-    if now >= task.deadline_ms {
-        let error = TaskError {
-            code: "timeout".into(),
-            message: "The task did not finish before its model's deadline.".into(),
+    }
+
+    fn config(&self) -> &PollerConfig {
+        &self.state.config.poller
+    }
+
+    fn sweep_ms(&self) -> i64 {
+        self.config().sweep_interval_ms.min(self.config().min_interval_ms).max(1) as i64
+    }
+
+    fn ticket(&mut self) -> u64 {
+        self.last_ticket += 1;
+        self.last_ticket
+    }
+
+    /// Refills the tracker from the store's in-flight index.
+    fn resume(&mut self) {
+        match self.state.store.in_flight() {
+            Ok(tasks) => {
+                tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
+                for task in &tasks {
+                    self.track(task, task.next_poll_ms);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "poller could not read in-flight tasks"),
+        }
+    }
+
+    /// A task forwarded (or re-scheduled) by the submit path.
+    fn schedule(&mut self, task_id: &str, due_ms: i64) {
+        if let Some(tracked) = self.tracker.get(task_id) {
+            let (missing_upstream, idle) = (tracked.upstream_id.is_none(), tracked.holder == IDLE);
+            if missing_upstream && let Ok(Some(record)) = self.state.store.task(task_id) {
+                self.learn_upstream(&record);
+            }
+            if idle {
+                self.tracker.release(task_id, IDLE, Some(due_ms));
+            }
+            return;
+        }
+        match self.state.store.task(task_id) {
+            Ok(Some(record)) if !record.status.is_terminal() => self.track(&record, due_ms),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(task_id, error = %e, "poller could not read a scheduled task; will retry");
+                self.unread.push((task_id.to_string(), due_ms));
+            }
+        }
+    }
+
+    fn track(&mut self, record: &TaskRecord, due_ms: i64) {
+        let task_id: Id = Rc::from(record.task_id.as_str());
+        let Some(model) = ModelSpec::find(&record.model) else {
+            let (code, message) = ("model_removed", "The task's model is no longer in the spec.");
+            self.store_jobs.push_back(StoreJob::Fail { task: task_id, ticket: IDLE, code, message });
+            return;
         };
-        let _ = finish(state, task_id, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
-        return None;
+        self.tracker.insert(Tracked::new(task_id, model, record.created_ms, record.deadline_ms), due_ms);
+        self.learn_upstream(record);
     }
-    let Some(upstream_id) = task.upstream_task_id.clone() else {
-        if now - task.created_ms > ORPHAN_AFTER_MS {
-            let _ = fail(
-                state,
-                task_id,
-                "submission_interrupted",
-                "The gateway stopped while submitting this task; nothing was charged.",
-            )
-            .await;
-            return None;
+
+    /// The upstream created the task between the gateway's record and the forward's answer (`updated_ms`).
+    fn learn_upstream(&mut self, record: &TaskRecord) {
+        if let Some(upstream_id) = &record.upstream_task_id {
+            let bounds = (record.created_ms, record.updated_ms.max(record.created_ms));
+            self.tracker.set_upstream(&record.task_id, Rc::from(upstream_id.as_str()), bounds);
         }
-        return Some(task.created_ms + ORPHAN_AFTER_MS + 1);
-    };
-    let Some(model) = ModelSpec::find(&task.model) else {
-        let _ = fail(state, task_id, "model_removed", "The task's model is no longer in the spec.").await;
-        return None;
-    };
-    let Ok(upstream) = state.upstreams.region(model.region) else {
-        return Some(now + config.max_interval_ms as i64);
-    };
-    if let Some(limiter) = limiters.get(model.region) {
-        limiter.until_ready().await;
     }
-    crate::metrics::upstream_call("query");
-    let answer = match client::query(upstream, &upstream_id).await {
-        Ok(answer) => answer,
+
+    /// Sweeps when it is time, then hands out whatever work has a free slot.
+    fn tick(&mut self) {
+        let now = now_ms();
+        if now >= self.next_sweep_ms {
+            self.next_sweep_ms = now + self.sweep_ms();
+            self.sweep(now);
+        }
+        self.dispatch();
+    }
+
+    fn wait_ms(&self) -> u64 {
+        (self.next_sweep_ms - now_ms()).clamp(1, self.sweep_ms()) as u64
+    }
+
+    /// Takes every task due before the next sweep and plans how to look at it.
+    fn sweep(&mut self, now: i64) {
+        for (task_id, due) in std::mem::take(&mut self.unread) {
+            self.schedule(&task_id, due);
+        }
+        let mut due_by_region: HashMap<&'static str, Vec<Due>> = HashMap::new();
+        let skew = self.config().list_clock_skew_ms as i64;
+        for (task_id, due) in self.tracker.take_due(now + self.sweep_ms()) {
+            crate::metrics::poll_lag(now - due);
+            let Some(task) = self.tracker.get(&task_id) else { continue };
+            let (deadline, region, bounds) = (task.deadline_ms, task.model.region, task.upstream_created);
+            if now >= deadline {
+                let ticket = self.ticket();
+                self.tracker.hold(&task_id, ticket);
+                self.store_jobs.push_back(StoreJob::Timeout(task_id, ticket));
+            } else if task.upstream_id.is_none() {
+                self.orphan(&task_id, now);
+            } else if !self.lanes.contains_key(region) {
+                let later = now + self.config().max_interval_ms as i64;
+                self.tracker.release(&task_id, TAKEN, Some(later));
+            } else {
+                let due = Due { task: task_id, earliest_ms: bounds.0 - skew, latest_ms: bounds.1 + skew };
+                due_by_region.entry(region).or_default().push(due);
+            }
+        }
+        let page_size = self.config().list_page_size.max(1);
+        for (region, due) in due_by_region {
+            for plan in sweep::plan(due, self.tracker.created(region), page_size) {
+                self.queue(region, plan, page_size);
+            }
+        }
+        self.tracker.prune_created(now);
+    }
+
+    fn queue(&mut self, region: &str, plan: Plan, page_size: u64) {
+        let ticket = self.ticket();
+        match plan {
+            Plan::Direct(task_id) => {
+                self.tracker.hold(&task_id, ticket);
+                if let Some(lane) = self.lanes.get_mut(region) {
+                    lane.directs.push_back((task_id, ticket));
+                }
+            }
+            Plan::Window { start_ms, end_ms, tasks } => {
+                let mut upstream_ids = HashSet::with_capacity(tasks.len());
+                for task_id in &tasks {
+                    self.tracker.hold(task_id, ticket);
+                    upstream_ids.extend(self.tracker.get(task_id).and_then(|t| t.upstream_id.clone()));
+                }
+                let request = ListRequest { start_ms, end_ms, page_no: 1, page_size };
+                if let Some(lane) = self.lanes.get_mut(region) {
+                    lane.windows.push_back((ticket, request));
+                }
+                self.windows.insert(ticket, tasks);
+                self.window_due.insert(ticket, upstream_ids);
+            }
+        }
+    }
+
+    /// A due task with no upstream id: its forward may have finished since, or been cut short by a crash.
+    fn orphan(&mut self, task_id: &Id, now: i64) {
+        let record = match self.state.store.task(task_id) {
+            Ok(Some(record)) if !record.status.is_terminal() => record,
+            Ok(_) => {
+                self.tracker.release(task_id, TAKEN, None);
+                return;
+            }
+            Err(e) => {
+                tracing::error!(task_id = &**task_id, error = %e, "poller could not read task");
+                self.tracker.release(task_id, TAKEN, Some(now + self.config().max_interval_ms as i64));
+                return;
+            }
+        };
+        if record.upstream_task_id.is_some() {
+            self.learn_upstream(&record);
+            self.tracker.release(task_id, TAKEN, Some(now));
+        } else if now - record.created_ms > ORPHAN_AFTER_MS {
+            let ticket = self.ticket();
+            self.tracker.hold(task_id, ticket);
+            let (code, message) =
+                ("submission_interrupted", "The gateway stopped while submitting this task; nothing was charged.");
+            self.store_jobs.push_back(StoreJob::Fail { task: task_id.clone(), ticket, code, message });
+        } else {
+            self.tracker.release(task_id, TAKEN, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
+        }
+    }
+
+    /// When to look at a live task again.
+    fn next_due(&self, task_id: &str, now: i64) -> i64 {
+        let age = self.tracker.get(task_id).map_or(0, |t| now - t.created_ms);
+        now + next_interval_ms(age, self.config())
+    }
+
+    fn retry_due(&self, task_id: &str, now: i64) -> i64 {
+        self.next_due(task_id, now).max(now + RETRY_MS)
+    }
+
+    fn apply(&mut self, report: Report) {
+        let now = now_ms();
+        match report {
+            Report::Listed { ticket, tasks } => {
+                for listed in tasks {
+                    self.observe_listed(ticket, &listed, now);
+                }
+            }
+            Report::Listing { ticket, failed } => self.window_done(ticket, failed, now),
+            Report::Checked { ticket, task, outcome } => match outcome {
+                Outcome::Ended => {
+                    self.tracker.release(&task, ticket, None);
+                }
+                Outcome::Live { running } => {
+                    if self.tracker.release(&task, ticket, Some(self.next_due(&task, now))) && running {
+                        self.mark_running(&task, now);
+                    }
+                }
+                Outcome::Unknown => {
+                    self.tracker.release(&task, ticket, Some(self.retry_due(&task, now)));
+                }
+            },
+            Report::MarkedRunning { task, written } => {
+                if !written {
+                    self.tracker.set_running(&task, false);
+                }
+            }
+        }
+    }
+
+    /// What a list says about one task, if it is ours and no other job is on it.
+    fn observe_listed(&mut self, ticket: u64, listed: &ListedTask, now: i64) {
+        let Some(task) = self.tracker.task_of_upstream(&listed.task_id) else { return };
+        if task.holder != ticket && task.holder != IDLE {
+            return;
+        }
+        let (task_id, holder, region) = (task.task_id.clone(), task.holder, task.model.region);
+        if let Some(created) = listed.gmt_create {
+            self.tracker.set_upstream_created(&task_id, created);
+        }
+        match listed.status.as_str() {
+            "PENDING" => {
+                self.tracker.release(&task_id, holder, Some(self.next_due(&task_id, now)));
+            }
+            "RUNNING" | "SUSPENDED" => {
+                self.tracker.release(&task_id, holder, Some(self.next_due(&task_id, now)));
+                self.mark_running(&task_id, now);
+            }
+            // Terminal (or a word this gateway does not know): the task query tells the rest.
+            _ => {
+                let fetch = self.ticket();
+                self.tracker.hold(&task_id, fetch);
+                if let Some(lane) = self.lanes.get_mut(region) {
+                    lane.fetches.push_back((task_id, fetch));
+                }
+            }
+        }
+    }
+
+    /// The due tasks a finished list did not report get a direct query (or, after an error, a later look).
+    fn window_done(&mut self, ticket: u64, failed: bool, now: i64) {
+        self.window_due.remove(&ticket);
+        for task_id in self.windows.remove(&ticket).unwrap_or_default() {
+            let Some(task) = self.tracker.get(&task_id).filter(|t| t.holder == ticket) else { continue };
+            let region = task.model.region;
+            if failed {
+                self.tracker.release(&task_id, ticket, Some(self.retry_due(&task_id, now)));
+                continue;
+            }
+            let direct = self.ticket();
+            self.tracker.hold(&task_id, direct);
+            if let Some(lane) = self.lanes.get_mut(region) {
+                lane.directs.push_back((task_id, direct));
+            }
+        }
+    }
+
+    /// Records PENDING -> RUNNING once per task.
+    fn mark_running(&mut self, task_id: &Id, now: i64) {
+        if self.tracker.get(task_id).is_some_and(|t| !t.running) {
+            self.tracker.set_running(task_id, true);
+            self.store_jobs.push_back(StoreJob::MarkRunning(task_id.clone(), self.next_due(task_id, now)));
+        }
+    }
+
+    /// Starts queued work while slots are free: per region task fetches first, then lists, then direct
+    /// queries; store writes on their own budget.
+    fn dispatch(&mut self) {
+        let regions: Vec<String> = self.lanes.keys().cloned().collect();
+        for region in regions {
+            while let Some(lane) = self.lanes.get_mut(&region)
+                && lane.busy.get() < QUERIES_IN_FLIGHT
+            {
+                let job = if let Some((task, ticket)) = lane.fetches.pop_front().or_else(|| lane.directs.pop_front()) {
+                    Job::Query(task, ticket)
+                } else if let Some((ticket, request)) = lane.windows.pop_front() {
+                    Job::List(ticket, request)
+                } else {
+                    break;
+                };
+                let (keys, slot) = (lane.keys.clone(), Slot::take(&lane.busy, &self.wake));
+                self.start(&region, job, keys, slot);
+            }
+        }
+        while self.store_busy.get() < STORE_WRITES_IN_FLIGHT
+            && let Some(job) = self.store_jobs.pop_front()
+        {
+            let slot = Slot::take(&self.store_busy, &self.wake);
+            actix_web::rt::spawn(store_job(self.state.clone(), job, self.reports.clone(), slot));
+        }
+    }
+
+    fn start(&mut self, region: &str, job: Job, keys: Rc<KeyRing>, slot: Slot) {
+        let (state, reports) = (self.state.clone(), self.reports.clone());
+        match job {
+            Job::Query(task_id, ticket) => {
+                let Some(task) = self.tracker.get(&task_id).filter(|t| t.holder == ticket) else { return };
+                let Some(upstream_id) = task.upstream_id.clone() else { return };
+                let check =
+                    Check { task: task_id, ticket, upstream_id, region: task.model.region, media: task.model.media };
+                actix_web::rt::spawn(query_task(state, keys, check, reports, slot));
+            }
+            Job::List(ticket, request) => {
+                let due = self.window_due.remove(&ticket).unwrap_or_default();
+                let region = region.to_string();
+                actix_web::rt::spawn(list_window(state, keys, region, ticket, request, due, reports, slot));
+            }
+        }
+    }
+}
+
+enum Job {
+    Query(Id, u64),
+    List(u64, ListRequest),
+}
+
+/// One task query to make.
+struct Check {
+    task: Id,
+    ticket: u64,
+    upstream_id: Id,
+    region: &'static str,
+    media: Media,
+}
+
+/// Asks the upstream about one task and records what it says.
+async fn query_task(
+    state: web::Data<AppState>,
+    keys: Rc<KeyRing>,
+    check: Check,
+    reports: mpsc::UnboundedSender<Report>,
+    slot: Slot,
+) {
+    let answer = match state.upstreams.region(check.region) {
+        Ok(upstream) => {
+            let key = keys.acquire().await;
+            crate::metrics::upstream_call("query");
+            client::query_with_key(upstream, key, &check.upstream_id).await
+        }
+        Err(e) => Err(e),
+    };
+    drop(slot);
+    let outcome = match answer {
+        Ok(answer) => {
+            let observed = observe(&answer, check.media);
+            failpoint_before_settle(&observed);
+            settle(&state, &check.task, observed).await
+        }
         Err(e) => {
             // Never fail a task over a query error: ask again later; the deadline bounds the wait.
             crate::metrics::upstream_error("query");
-            tracing::warn!(task_id, error = %e, "task query failed; will retry");
-            return Some(now_ms() + next_interval_ms(now_ms() - task.created_ms, config).max(2000));
+            tracing::warn!(task_id = &*check.task, error = %e, "task query failed; will retry");
+            Outcome::Unknown
         }
     };
-    let observed = observe(&answer, model.media);
-    failpoint_before_settle(&observed);
+    let _ = reports.send(Report::Checked { ticket: check.ticket, task: check.task, outcome });
+}
+
+/// Records a terminal observation (compare-and-swap and settlement in `finish`).
+async fn settle(state: &AppState, task_id: &str, observed: Observed) -> Outcome {
     let status = status_of(&observed);
-    let next = now_ms() + next_interval_ms(now_ms() - task.created_ms, config);
-    match observed {
-        Observed::Pending => Some(next),
-        Observed::Running if task.status == TaskStatus::Running => Some(next),
-        Observed::Running => {
-            let store = state.store.clone();
-            let id = task_id.to_string();
-            let _ = web::block(move || {
+    let finished = match observed {
+        Observed::Pending => return Outcome::Live { running: false },
+        Observed::Running => return Outcome::Live { running: true },
+        Observed::Succeeded { results, usage } => {
+            finish(state, task_id, status, move |t| {
+                t.results = results;
+                t.usage = usage;
+            })
+            .await
+        }
+        Observed::Failed(error) => finish(state, task_id, status, move |t| t.error = Some(error)).await,
+        Observed::Cancelled => {
+            let error = TaskError { code: "cancelled".into(), message: "The upstream cancelled the task.".into() };
+            finish(state, task_id, status, move |t| t.error = Some(error)).await
+        }
+    };
+    ended(task_id, finished.map(|_| ()))
+}
+
+fn ended<E: std::fmt::Display>(task_id: &str, written: Result<(), E>) -> Outcome {
+    match written {
+        Ok(()) => Outcome::Ended,
+        Err(e) => {
+            tracing::error!(task_id, error = %e, "poller could not record a terminal state; will retry");
+            Outcome::Unknown
+        }
+    }
+}
+
+/// Pages through one window's list, reporting each page; stops once every due task was seen, or when the
+/// pages left would cost more than querying the unseen due tasks directly.
+#[allow(clippy::too_many_arguments)]
+async fn list_window(
+    state: web::Data<AppState>,
+    keys: Rc<KeyRing>,
+    region: String,
+    ticket: u64,
+    mut request: ListRequest,
+    mut unseen: HashSet<Id>,
+    reports: mpsc::UnboundedSender<Report>,
+    _slot: Slot,
+) {
+    let Ok(upstream) = state.upstreams.region(&region) else {
+        let _ = reports.send(Report::Listing { ticket, failed: true });
+        return;
+    };
+    loop {
+        let key = keys.acquire().await;
+        crate::metrics::upstream_call("list");
+        let page = match client::list(upstream, key, &request).await {
+            Ok(page) => page,
+            Err(e) => {
+                crate::metrics::upstream_error("list");
+                tracing::warn!(region, error = %e, "task list failed; will retry");
+                let _ = reports.send(Report::Listing { ticket, failed: true });
+                return;
+            }
+        };
+        for listed in &page.tasks {
+            unseen.remove(listed.task_id.as_str());
+        }
+        let pages_left = page.total_page.saturating_sub(request.page_no);
+        let last = page.tasks.is_empty() || pages_left == 0;
+        let _ = reports.send(Report::Listed { ticket, tasks: page.tasks });
+        if last || unseen.is_empty() || pages_left >= unseen.len() as u64 {
+            break;
+        }
+        request.page_no += 1;
+    }
+    let _ = reports.send(Report::Listing { ticket, failed: false });
+}
+
+/// A store write the poller decided on without asking the upstream.
+async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _slot: Slot) {
+    let report = match job {
+        StoreJob::Timeout(task, ticket) => {
+            let error = TaskError {
+                code: "timeout".into(),
+                message: "The task did not finish before its model's deadline.".into(),
+            };
+            let written = finish(&state, &task, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
+            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, task }
+        }
+        StoreJob::Fail { task, ticket, code, message } => {
+            let written = fail(&state, &task, code, message).await;
+            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, task }
+        }
+        StoreJob::MarkRunning(task, next) => {
+            let (store, id) = (state.store.clone(), task.to_string());
+            let written = web::block(move || {
                 store.update_task(&id, &[TaskStatus::Queued], move |t| {
                     t.status = TaskStatus::Running;
                     t.next_poll_ms = next;
@@ -204,26 +667,10 @@ async fn check(state: &web::Data<AppState>, limiters: &Limiters, task_id: &str) 
                 })
             })
             .await;
-            Some(next)
+            Report::MarkedRunning { task, written: matches!(written, Ok(Ok(_))) }
         }
-        Observed::Succeeded { results, usage } => {
-            let _ = finish(state, task_id, status, move |t| {
-                t.results = results;
-                t.usage = usage;
-            })
-            .await;
-            None
-        }
-        Observed::Failed(error) => {
-            let _ = finish(state, task_id, status, move |t| t.error = Some(error)).await;
-            None
-        }
-        Observed::Cancelled => {
-            let error = TaskError { code: "cancelled".into(), message: "The upstream cancelled the task.".into() };
-            let _ = finish(state, task_id, status, move |t| t.error = Some(error)).await;
-            None
-        }
-    }
+    };
+    let _ = reports.send(report);
 }
 
 /// `MEDIAGATE_FAILPOINT=before-settle` aborts the process after the upstream reported a terminal state and

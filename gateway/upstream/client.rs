@@ -1,4 +1,4 @@
-//! HTTP calls to the upstream: create, query, cancel. One region's base URL and keys per call, never
+//! HTTP calls to the upstream: create, query, cancel, list. One region's base URL and keys per call, never
 //! another's.
 
 use super::errors::UpstreamError;
@@ -36,7 +36,12 @@ impl RegionUpstream {
     /// Round-robin over the region's keys.
     fn key(&self) -> &str {
         let i = self.next_key.fetch_add(1, Ordering::Relaxed);
-        &self.keys[i % self.keys.len()]
+        self.key_at(i)
+    }
+
+    /// Key `index` (modulo the key count), for callers that pace each key themselves.
+    fn key_at(&self, index: usize) -> &str {
+        self.keys.get(index % self.keys.len().max(1)).map_or("", String::as_str)
     }
 }
 
@@ -131,17 +136,106 @@ pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) 
     answer(request.send_json(envelope).await).await
 }
 
-/// A call to `path` under the region's `/api/v1`, with its key and timeout.
+/// A call to `path` under the region's `/api/v1`, with the next key in turn and the timeout.
 fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+    call_with_key(upstream, upstream.key(), method, path)
+}
+
+fn call_with_key(upstream: &RegionUpstream, key: &str, method: awc::http::Method, path: &str) -> awc::ClientRequest {
     client()
         .request(method, format!("{}/api/v1{path}", upstream.base_url))
         .timeout(upstream.timeout)
-        .insert_header(("Authorization", format!("Bearer {}", upstream.key())))
+        .insert_header(("Authorization", format!("Bearer {key}")))
 }
 
 /// Reads one task.
 pub async fn query(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
     answer(call(upstream, awc::http::Method::GET, &format!("/tasks/{upstream_task_id}")).send().await).await
+}
+
+/// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
+pub async fn query_with_key(
+    upstream: &RegionUpstream,
+    key: usize,
+    upstream_task_id: &str,
+) -> Result<Value, UpstreamError> {
+    let path = format!("/tasks/{upstream_task_id}");
+    answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await
+}
+
+/// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
+#[derive(Debug, Clone, Copy)]
+pub struct ListRequest {
+    /// Epoch ms; sent rounded down to its second.
+    pub start_ms: i64,
+    /// Epoch ms; sent rounded up to a whole second, so every task created up to it is included.
+    pub end_ms: i64,
+    /// From 1.
+    pub page_no: u64,
+    pub page_size: u64,
+}
+
+/// One page of a task list, as the upstream answered it.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    pub total: u64,
+    pub total_page: u64,
+    pub tasks: Vec<ListedTask>,
+}
+
+/// A task as a list reports it: enough to tell whether it is worth a query.
+#[derive(Debug, Clone)]
+pub struct ListedTask {
+    pub task_id: String,
+    /// The upstream's status word (`PENDING`, `RUNNING`, `SUCCEEDED`, ...).
+    pub status: String,
+    /// Creation time, epoch ms.
+    pub gmt_create: Option<i64>,
+}
+
+/// Lists tasks created in a window with key `key` of the region (modulo its key count).
+pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError> {
+    let path = format!(
+        "/tasks?start_time={}&end_time={}&page_no={}&page_size={}",
+        compact_time(request.start_ms, false),
+        compact_time(request.end_ms, true),
+        request.page_no.max(1),
+        request.page_size.max(1)
+    );
+    let value =
+        answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await?;
+    task_page(&value)
+}
+
+/// `YYYYMMDDhhmmss` in UTC+8, the list's time format, rounded down or up to a whole second.
+fn compact_time(ms: i64, round_up: bool) -> String {
+    let seconds =
+        if round_up { ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0) } else { ms.div_euclid(1000) };
+    chrono::DateTime::from_timestamp(seconds + 8 * 3600, 0)
+        .map(|t| t.naive_utc().format("%Y%m%d%H%M%S").to_string())
+        .unwrap_or_default()
+}
+
+/// Reads a list answer; items without a task id or status are unreadable, the rest lenient.
+fn task_page(value: &Value) -> Result<TaskPage, UpstreamError> {
+    let data = value
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| UpstreamError::Malformed("list without data".into()))?;
+    let number = |v: Option<&Value>| v.and_then(|n| n.as_i64().or_else(|| n.as_str().and_then(|s| s.parse().ok())));
+    let tasks = data
+        .iter()
+        .map(|item| {
+            let text = |k: &str| item.get(k).and_then(Value::as_str).map(String::from);
+            Ok(ListedTask {
+                task_id: text("task_id").ok_or_else(|| UpstreamError::Malformed("listed task without id".into()))?,
+                status: text("status").ok_or_else(|| UpstreamError::Malformed("listed task without status".into()))?,
+                gmt_create: number(item.get("gmt_create")),
+            })
+        })
+        .collect::<Result<Vec<_>, UpstreamError>>()?;
+    let count = |k: &str| number(value.get(k)).map_or(0, |n| n.max(0) as u64);
+    Ok(TaskPage { total: count("total"), total_page: count("total_page"), tasks })
 }
 
 /// Cancels a PENDING task.

@@ -1,0 +1,224 @@
+//! The poller's memory of in-flight tasks: one small struct per task (ids, model, creation, deadline), a
+//! due-time index and an upstream-id index. No task record is held, so 100k tasks take tens of MB.
+
+use crate::catalog::ModelSpec;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+
+/// A task id (gateway or upstream), shared between the indexes.
+pub type Id = Rc<str>;
+
+/// No job holds the task: it waits in the due index.
+pub const IDLE: u64 = 0;
+/// Taken by a sweep, not yet handed to a job.
+pub const TAKEN: u64 = u64::MAX;
+
+/// Per region, tasks per creation second, kept this long (the upstream lists tasks for 24 hours).
+const CREATED_KEPT_S: i64 = 25 * 3600;
+
+/// What the poller keeps of one in-flight task.
+#[derive(Debug)]
+pub struct Tracked {
+    pub task_id: Id,
+    pub upstream_id: Option<Id>,
+    pub model: &'static ModelSpec,
+    /// The gateway's creation time (epoch ms): the task's age.
+    pub created_ms: i64,
+    /// Bounds of the upstream's creation time (epoch ms); equal once a list has reported it.
+    pub upstream_created: (i64, i64),
+    pub deadline_ms: i64,
+    /// Recorded as running (or being recorded).
+    pub running: bool,
+    /// The job looking at the task ([`IDLE`] when none): reports from any other job are stale.
+    pub holder: u64,
+    /// Its key in the due index while idle.
+    due_key: i64,
+}
+
+impl Tracked {
+    pub fn new(task_id: Id, model: &'static ModelSpec, created_ms: i64, deadline_ms: i64) -> Tracked {
+        Tracked {
+            task_id,
+            upstream_id: None,
+            model,
+            created_ms,
+            upstream_created: (created_ms, created_ms),
+            deadline_ms,
+            running: false,
+            holder: IDLE,
+            due_key: 0,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Tracker {
+    tasks: HashMap<Id, Tracked>,
+    by_upstream: HashMap<Id, Id>,
+    /// (due or deadline if sooner, task) of every idle task.
+    due: BTreeSet<(i64, Id)>,
+    /// Per region, tracked tasks per creation second: what a list window is expected to hold.
+    created: HashMap<&'static str, BTreeMap<i64, u32>>,
+}
+
+impl Tracker {
+    pub fn get(&self, task_id: &str) -> Option<&Tracked> {
+        self.tasks.get(task_id)
+    }
+
+    /// Starts tracking a task, idle and due at `due_ms`; a task already tracked is left as it is.
+    pub fn insert(&mut self, mut task: Tracked, due_ms: i64) {
+        if self.tasks.contains_key(&task.task_id) {
+            return;
+        }
+        if let Some(upstream_id) = &task.upstream_id {
+            self.by_upstream.insert(upstream_id.clone(), task.task_id.clone());
+        }
+        *self.created.entry(task.model.region).or_default().entry(task.created_ms.div_euclid(1000)).or_default() += 1;
+        task.holder = IDLE;
+        task.due_key = due_ms.min(task.deadline_ms);
+        self.due.insert((task.due_key, task.task_id.clone()));
+        self.tasks.insert(task.task_id.clone(), task);
+    }
+
+    /// Records the upstream id (and creation bounds) of a task submitted after it was first tracked.
+    pub fn set_upstream(&mut self, task_id: &str, upstream_id: Id, upstream_created: (i64, i64)) {
+        let Some(task) = self.tasks.get_mut(task_id) else { return };
+        self.by_upstream.insert(upstream_id.clone(), task.task_id.clone());
+        task.upstream_id = Some(upstream_id);
+        task.upstream_created = upstream_created;
+    }
+
+    /// The gateway task of an upstream id.
+    pub fn task_of_upstream(&self, upstream_id: &str) -> Option<&Tracked> {
+        self.by_upstream.get(upstream_id).and_then(|id| self.tasks.get(id))
+    }
+
+    /// A list reported the task's upstream creation time: later windows can be exact.
+    pub fn set_upstream_created(&mut self, task_id: &str, created_ms: i64) {
+        if let Some(task) = self.tasks.get_mut(task_id) {
+            task.upstream_created = (created_ms, created_ms);
+        }
+    }
+
+    pub fn set_running(&mut self, task_id: &str, running: bool) {
+        if let Some(task) = self.tasks.get_mut(task_id) {
+            task.running = running;
+        }
+    }
+
+    /// Every idle task due by `until`, marked [`TAKEN`], with its due time.
+    pub fn take_due(&mut self, until: i64) -> Vec<(Id, i64)> {
+        let mut taken = Vec::new();
+        while let Some((due, _)) = self.due.first()
+            && *due <= until
+        {
+            let Some((due, id)) = self.due.pop_first() else { break };
+            if let Some(task) = self.tasks.get_mut(&id) {
+                task.holder = TAKEN;
+                taken.push((id, due));
+            }
+        }
+        taken
+    }
+
+    /// Hands a task to job `ticket` (out of the due index).
+    pub fn hold(&mut self, task_id: &str, ticket: u64) {
+        let Some(task) = self.tasks.get_mut(task_id) else { return };
+        if task.holder == IDLE {
+            self.due.remove(&(task.due_key, task.task_id.clone()));
+        }
+        task.holder = ticket;
+    }
+
+    /// Job `holder` is done with a task: it is due again at `next`, or forgotten when `None` (it ended).
+    /// Returns false (and changes nothing) when another job holds the task.
+    pub fn release(&mut self, task_id: &str, holder: u64, next: Option<i64>) -> bool {
+        let Some(task) = self.tasks.get_mut(task_id) else { return false };
+        if task.holder != holder {
+            return false;
+        }
+        if holder == IDLE {
+            self.due.remove(&(task.due_key, task.task_id.clone()));
+        }
+        match next {
+            Some(due) => {
+                task.holder = IDLE;
+                task.due_key = due.min(task.deadline_ms);
+                self.due.insert((task.due_key, task.task_id.clone()));
+            }
+            None => self.remove(task_id),
+        }
+        true
+    }
+
+    fn remove(&mut self, task_id: &str) {
+        let Some(task) = self.tasks.remove(task_id) else { return };
+        if task.holder == IDLE {
+            self.due.remove(&(task.due_key, task.task_id.clone()));
+        }
+        if let Some(upstream_id) = &task.upstream_id {
+            self.by_upstream.remove(upstream_id);
+        }
+    }
+
+    /// Tasks tracked per creation second in `region` (the last 25 hours).
+    pub fn created(&self, region: &str) -> Option<&BTreeMap<i64, u32>> {
+        self.created.get(region)
+    }
+
+    /// Forgets creation counts older than anything the upstream still lists.
+    pub fn prune_created(&mut self, now_ms: i64) {
+        let cutoff = now_ms.div_euclid(1000) - CREATED_KEPT_S;
+        for seconds in self.created.values_mut() {
+            *seconds = seconds.split_off(&cutoff);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> &'static ModelSpec {
+        crate::catalog::MODELS.iter().find(|m| m.expected_seconds > 0).unwrap_or(&crate::catalog::MODELS[0])
+    }
+
+    fn task(id: &str, upstream: &str) -> Tracked {
+        let mut t = Tracked::new(Rc::from(id), model(), 1_000, 100_000);
+        t.upstream_id = Some(Rc::from(upstream));
+        t
+    }
+
+    #[test]
+    fn due_tasks_are_taken_once_and_come_back_when_released() {
+        let mut tracker = Tracker::default();
+        tracker.insert(task("a", "ua"), 10);
+        tracker.insert(task("b", "ub"), 20);
+        tracker.insert(task("c", "uc"), 200_000);
+        let taken: Vec<_> = tracker.take_due(20).into_iter().map(|(id, due)| (id.to_string(), due)).collect();
+        assert_eq!(taken, vec![("a".to_string(), 10), ("b".to_string(), 20)]);
+        assert!(tracker.take_due(50).is_empty());
+        tracker.hold("a", 7);
+        assert!(!tracker.release("a", 8, Some(30)), "a stale job changes nothing");
+        assert!(tracker.release("a", 7, Some(30)));
+        assert!(tracker.release("b", TAKEN, None));
+        assert!(tracker.get("b").is_none() && tracker.get("a").is_some());
+        assert!(tracker.task_of_upstream("ub").is_none());
+        assert_eq!(tracker.task_of_upstream("ua").map(|t| &*t.task_id), Some("a"));
+        // The deadline caps the due time.
+        assert_eq!(tracker.take_due(99_999).len(), 1);
+        assert_eq!(tracker.take_due(100_000).len(), 1);
+    }
+
+    #[test]
+    fn creation_counts_are_kept_per_second() {
+        let mut tracker = Tracker::default();
+        tracker.insert(task("a", "ua"), 10);
+        tracker.insert(task("b", "ub"), 10);
+        let region = model().region;
+        assert_eq!(tracker.created(region).and_then(|c| c.get(&1)), Some(&2));
+        tracker.prune_created(1_000 + 26 * 3600 * 1000);
+        assert_eq!(tracker.created(region).map(BTreeMap::len), Some(0));
+    }
+}
