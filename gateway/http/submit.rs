@@ -12,7 +12,7 @@ use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
-use crate::store::{Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
+use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
 use crate::tasks::{self, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
@@ -38,7 +38,7 @@ pub async fn submit(
     if let Some((key, body_hash)) = &idempotency
         && let Some(existing) = state.store.idempotency(key)?
     {
-        return replay(&state, &caller, endpoint, body_hash, &existing);
+        return replay(&state, &caller, endpoint, body_hash, &existing).await;
     }
     let admitted = admit(&state.registry, endpoint, body)?;
     state.limits.reserve(&caller.account)?;
@@ -52,23 +52,20 @@ pub async fn submit(
         baseline: state.config.billing.equivalent_micros_per_million_tokens,
         settlement: None,
     };
-    task.billing = serde_json::to_value(&billing).map_err(ApiError::internal)?;
+    task.billing = Some(billing);
     let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
-    let store = state.store.clone();
     let idem = idempotency
         .clone()
         .map(|(key, body_hash)| (key, IdempotencyRecord { body_hash, task_id: task.task_id.clone() }));
-    let (inserted, task) = web::block(move || {
-        let inserted = store.insert_task(&mut task, idem.as_ref().map(|(k, r)| (k.as_str(), r)), Some(hold));
-        (inserted, task)
-    })
-    .await
-    .map_err(ApiError::internal)?;
-    match inserted? {
+    // Deferred: the task and its hold reach the disk with the durable write that ends this request (the
+    // upstream task id, or the settlement), before any response names the task. A crash before then
+    // leaves nothing: no client heard of the task, and no hold stays stranded.
+    let (inserted, task) = state.store.add_task(task, idem, Some(hold), Commit::Deferred).await?;
+    match inserted {
         Inserted::Stored => {}
         Inserted::Duplicate(existing) => {
             let body_hash = idempotency.as_ref().map(|(_, h)| h.as_str()).unwrap_or_default();
-            return replay(&state, &caller, endpoint, body_hash, &existing);
+            return replay(&state, &caller, endpoint, body_hash, &existing).await;
         }
         Inserted::Shortfall(Shortfall::Insufficient { needed, available }) => {
             return Err(ApiError::new(
@@ -118,7 +115,7 @@ fn idempotency(req: &HttpRequest, caller: &Caller, body: &Value) -> Result<Optio
 }
 
 /// A retry with a used key: the original task if the body is the same, else a conflict.
-fn replay(
+async fn replay(
     state: &AppState,
     caller: &Caller,
     endpoint: &EndpointSpec,
@@ -131,6 +128,8 @@ fn replay(
             "This Idempotency-Key was used with a different body; use a new key for a new request.",
         ));
     }
+    // The first request may still be waiting for its task to reach the disk; answer no sooner than it can.
+    state.store.barrier().await?;
     let task = tasks::owned_task(state, caller, &existing.task_id)?;
     request_id::set(&task.request_id);
     // An async task replays its acceptance; a synchronous one, whose answer was its result, its task view.

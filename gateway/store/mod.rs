@@ -1,9 +1,10 @@
 //! Durable state in one redb file under the data dir: accounts, keys, tasks, the ledger, idempotency
 //! records and model switches.
 //!
-//! Every write commits with `Durability::Immediate` before the caller answers anyone, so what a response
-//! says happened survives a crash. Values are JSON, so records can grow fields without a migration.
-//! Calls block: request handlers reach the store through `web::block`.
+//! Writes go through one group-commit writer (`writer`): durable writes are on disk before their caller
+//! hears back, so what a response says happened survives a crash; deferred writes (state no response has
+//! claimed yet) ride on the next durable commit. Values are JSON, so records can grow fields without a
+//! migration. Reads run on the calling thread: a redb read transaction never waits for the writer.
 
 mod accounts;
 pub mod ledger;
@@ -12,6 +13,7 @@ mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
 pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskResult, TaskStatus};
+pub use writer::{Commit, Pending};
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Serialize, de::DeserializeOwned};
@@ -53,6 +55,7 @@ store_error_from!(
     redb::TableError,
     redb::StorageError,
     redb::CommitError,
+    redb::SetDurabilityError,
     serde_json::Error
 );
 
@@ -61,6 +64,7 @@ store_error_from!(
 pub struct Store {
     db: Arc<Database>,
     writer: writer::Writer,
+    key_cache: Arc<accounts::KeyCache>,
 }
 
 impl Store {
@@ -80,20 +84,35 @@ impl Store {
         tx.open_table(USAGE_LOG)?;
         tx.commit()?;
         let db = Arc::new(db);
-        Ok(Store { writer: writer::Writer::start(db.clone())?, db })
+        Ok(Store { writer: writer::Writer::start(db.clone())?, db, key_cache: Arc::default() })
     }
 
     pub(crate) fn db(&self) -> &Database {
         &self.db
     }
 
-    /// Runs a write through the group-commit writer; returns once it is durable.
+    /// Runs a write through the group-commit writer, blocking until it is durable (CLI, tools, `web::block`).
     pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
         self.writer.write(op)
+    }
+
+    /// Queues a write for the group-commit writer; the future resolves once it is committed as `commit` asks.
+    pub(crate) fn queue<T, F>(&self, commit: Commit, op: F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.writer.queue(commit, op)
+    }
+
+    /// Resolves once every write queued before it is on disk: for answers that repeat state another
+    /// request wrote (an idempotent replay) and must not get ahead of its commit.
+    pub fn barrier(&self) -> Pending<()> {
+        self.writer.queue(Commit::Durable, |_| Ok(()))
     }
 
     /// Models switched on or off by an operator, overriding the spec's `enabled`.

@@ -2,8 +2,8 @@
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
 use super::ledger::{self, EntryKind, Posting, Shortfall};
-use super::{IDEMPOTENCY, IN_FLIGHT, Store, StoreError, TASKS, decode, encode};
-use redb::{ReadableDatabase, ReadableTable};
+use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
+use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -119,65 +119,34 @@ pub struct TaskRecord {
     pub error: Option<TaskError>,
     /// Billing state of the task (hold, settlement), owned by the billing module.
     #[serde(default)]
-    pub billing: Value,
+    pub billing: Option<crate::billing::TaskBilling>,
 }
 
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
-    /// funds. Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
+    /// funds, durably. Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
     pub fn insert_task(
         &self,
         task: &mut TaskRecord,
         idempotency: Option<(&str, &IdempotencyRecord)>,
         hold: Option<Hold>,
     ) -> Result<Inserted, StoreError> {
-        let mut new = task.clone();
         let idempotency = idempotency.map(|(k, r)| (k.to_string(), r.clone()));
-        let (inserted, stored) = self.write(move |tx| {
-            // Every refusal is decided before the first write, so a refused insert writes nothing.
-            if let Some((key, _)) = &idempotency {
-                let table = tx.open_table(IDEMPOTENCY)?;
-                let existing: Option<IdempotencyRecord> =
-                    table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
-                if let Some(existing) = existing {
-                    return Ok((Inserted::Duplicate(existing), new));
-                }
-            }
-            let split = match hold {
-                Some(hold) => {
-                    match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
-                        Ok(split) => split,
-                        Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
-                    }
-                }
-                None => Vec::new(),
-            };
-            if let Some((key, record)) = &idempotency {
-                tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
-            }
-            if hold.is_some() {
-                let postings: Vec<Posting> = split
-                    .iter()
-                    .map(|(pot, amount)| Posting {
-                        account: new.account.clone(),
-                        kind: EntryKind::Hold,
-                        pot: *pot,
-                        delta: -amount,
-                        task_id: Some(new.task_id.clone()),
-                        note: new.model.clone(),
-                    })
-                    .collect();
-                ledger::append(tx, &postings)?;
-                new.billing["hold"] = serde_json::to_value(&split)?;
-            }
-            tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
-            if !new.status.is_terminal() {
-                tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
-            }
-            Ok((Inserted::Stored, new))
-        })?;
+        let (inserted, stored) = self.write(insert_op(task.clone(), idempotency, hold))?;
         *task = stored;
         Ok(inserted)
+    }
+
+    /// [`Store::insert_task`] for async callers, committed as `commit` asks; resolves to what was decided
+    /// and the task as stored (with its hold).
+    pub fn add_task(
+        &self,
+        task: TaskRecord,
+        idempotency: Option<(String, IdempotencyRecord)>,
+        hold: Option<Hold>,
+        commit: Commit,
+    ) -> Pending<(Inserted, TaskRecord)> {
+        self.queue(commit, insert_op(task, idempotency, hold))
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -186,31 +155,26 @@ impl Store {
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// Applies `change` if the task is still in one of `expected`; returns the new record, or `None` when the
-    /// task moved on meanwhile (someone else won the race) or does not exist.
+    /// Applies `change` if the task is still in one of `expected`, durably; returns the new record, or
+    /// `None` when the task moved on meanwhile (someone else won the race) or does not exist.
     pub fn update_task(
         &self,
         task_id: &str,
         expected: &[TaskStatus],
         change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Result<Option<TaskRecord>, StoreError> {
-        let (task_id, expected) = (task_id.to_string(), expected.to_vec());
-        self.write(move |tx| {
-            let mut tasks = tx.open_table(TASKS)?;
-            let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
-            let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
-            change(&mut task);
-            if task.status.is_terminal() {
-                tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
-                // Settlement rides in the transaction that makes the task terminal: exactly once.
-                if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, &postings)?;
-                    ledger::log_usage(tx, &usage)?;
-                }
-            }
-            tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
-            Ok(Some(task))
-        })
+        self.write(update_op(task_id, expected, change))
+    }
+
+    /// [`Store::update_task`] for async callers, committed as `commit` asks.
+    pub fn change_task(
+        &self,
+        task_id: &str,
+        expected: &[TaskStatus],
+        commit: Commit,
+        change: impl FnOnce(&mut TaskRecord) + Send + 'static,
+    ) -> Pending<Option<TaskRecord>> {
+        self.queue(commit, update_op(task_id, expected, change))
     }
 
     /// Every task that has not reached a terminal state.
@@ -234,4 +198,85 @@ impl Store {
         let table = tx.open_table(IDEMPOTENCY)?;
         table.get(key)?.map(|v| decode(v.value())).transpose()
     }
+}
+
+type TaskWrite<T> = Box<dyn FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send>;
+
+/// The write that stores a new task: every refusal is decided before the first write, so a refused insert
+/// writes nothing.
+fn insert_op(
+    mut new: TaskRecord,
+    idempotency: Option<(String, IdempotencyRecord)>,
+    hold: Option<Hold>,
+) -> TaskWrite<(Inserted, TaskRecord)> {
+    Box::new(move |tx| {
+        // Every refusal is decided before the first write, so a refused insert writes nothing.
+        if let Some((key, _)) = &idempotency {
+            let table = tx.open_table(IDEMPOTENCY)?;
+            let existing: Option<IdempotencyRecord> =
+                table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
+            if let Some(existing) = existing {
+                return Ok((Inserted::Duplicate(existing), new));
+            }
+        }
+        let split = match hold {
+            Some(hold) => {
+                match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
+                    Ok(split) => split,
+                    Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
+                }
+            }
+            None => Vec::new(),
+        };
+        if let Some((key, record)) = &idempotency {
+            tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
+        }
+        if hold.is_some() {
+            let postings: Vec<Posting> = split
+                .iter()
+                .map(|(pot, amount)| Posting {
+                    account: new.account.clone(),
+                    kind: EntryKind::Hold,
+                    pot: *pot,
+                    delta: -amount,
+                    task_id: Some(new.task_id.clone()),
+                    note: new.model.clone(),
+                })
+                .collect();
+            ledger::append(tx, &postings)?;
+            if let Some(billing) = new.billing.as_mut() {
+                billing.hold = split;
+            }
+        }
+        tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
+        if !new.status.is_terminal() {
+            tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
+        }
+        Ok((Inserted::Stored, new))
+    })
+}
+
+/// The compare-and-swap write of a task; a terminal change settles the task's hold in the same transaction.
+fn update_op(
+    task_id: &str,
+    expected: &[TaskStatus],
+    change: impl FnOnce(&mut TaskRecord) + Send + 'static,
+) -> TaskWrite<Option<TaskRecord>> {
+    let (task_id, expected) = (task_id.to_string(), expected.to_vec());
+    Box::new(move |tx| {
+        let mut tasks = tx.open_table(TASKS)?;
+        let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
+        let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
+        change(&mut task);
+        if task.status.is_terminal() {
+            tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
+            // Settlement rides in the transaction that makes the task terminal: exactly once.
+            if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                ledger::append(tx, &postings)?;
+                ledger::log_usage(tx, &usage)?;
+            }
+        }
+        tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
+        Ok(Some(task))
+    })
 }

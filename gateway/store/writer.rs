@@ -1,32 +1,59 @@
 //! Group commit: every write goes through one writer thread, which runs the writes waiting in its queue
-//! in one redb transaction and commits them with one durable commit. A caller gets its result only after
-//! that commit, so nothing is acknowledged before it is on disk, while concurrent requests share the cost
-//! of the flush. Writes in a batch run in arrival order and see each other, as if they ran one by one.
+//! in one redb transaction and commits them together, so concurrent requests share the cost of a flush.
+//! Writes in a batch run in arrival order and see each other, as if they ran one by one.
+//!
+//! A write is either [`Commit::Durable`] (its caller hears back only once it is on disk) or
+//! [`Commit::Deferred`] (its caller hears back once it is applied and visible; it reaches the disk with the
+//! next durable commit, which every code path that answers a client waits for). A batch holding any durable
+//! write commits with `Durability::Immediate`, else with `Durability::None`, so deferred writes never cost
+//! an fsync of their own. redb applies commits in order, so a durable commit also persists every deferred
+//! one before it.
+//!
+//! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //!
 //! A write that fails fails its batch: the transaction is dropped (nothing of it is written) and every
 //! caller in it gets the error. Writes fail only on storage errors or a broken invariant, which would
 //! have failed their neighbours too.
 
 use super::StoreError;
-use redb::{Database, WriteTransaction};
+use redb::{Database, Durability, WriteTransaction};
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
+use tokio::sync::oneshot;
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
 
+/// How soon a write must be on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// On disk before the caller hears back.
+    Durable,
+    /// Applied and visible at once; on disk with the next durable commit. For state no response has
+    /// claimed yet (a task record before its submission is acknowledged).
+    Deferred,
+}
+
 trait Job: Send {
+    fn commit(&self) -> Commit;
     fn run(&mut self, tx: &WriteTransaction) -> Result<(), StoreError>;
     fn deliver(self: Box<Self>, outcome: Result<(), StoreError>);
 }
 
 struct TypedJob<T, F> {
+    commit: Commit,
     op: Option<F>,
     result: Option<T>,
-    reply: mpsc::SyncSender<Result<T, StoreError>>,
+    reply: Reply<T>,
 }
 
 impl<T: Send, F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send> Job for TypedJob<T, F> {
+    fn commit(&self) -> Commit {
+        self.commit
+    }
+
     fn run(&mut self, tx: &WriteTransaction) -> Result<(), StoreError> {
         let op = self.op.take().ok_or_else(|| StoreError::new("write ran twice"))?;
         self.result = Some(op(tx)?);
@@ -36,8 +63,33 @@ impl<T: Send, F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send> Job 
     fn deliver(self: Box<Self>, outcome: Result<(), StoreError>) {
         let TypedJob { result, reply, .. } = *self;
         let answer = outcome.and_then(|()| result.ok_or_else(|| StoreError::new("write produced nothing")));
-        let _ = reply.send(answer);
+        let _ = match reply {
+            Reply::Async(reply) => reply.send(answer).map_err(drop),
+            Reply::Blocking(reply) => reply.send(answer).map_err(drop),
+        };
     }
+}
+
+/// A queued write's outcome, to `.await`.
+pub struct Pending<T>(Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>);
+
+impl<T: Send + 'static> IntoFuture for Pending<T> {
+    type Output = Result<T, StoreError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move { self.0?.await.map_err(|_| dropped())? })
+    }
+}
+
+fn dropped() -> StoreError {
+    StoreError::new("the store writer dropped a write")
+}
+
+/// Where a write's outcome goes: a future on the async paths, a blocked thread for the CLI and tools.
+enum Reply<T> {
+    Async(oneshot::Sender<Result<T, StoreError>>),
+    Blocking(mpsc::SyncSender<Result<T, StoreError>>),
 }
 
 /// The handle every `Store` clone shares.
@@ -56,17 +108,35 @@ impl Writer {
         Ok(Writer { queue })
     }
 
-    /// Runs `op` in the next batch and returns its result once the batch is durable.
+    /// Queues `op` for the next batch; the returned future resolves once the batch is committed as asked.
+    pub(crate) fn queue<T, F>(&self, commit: Commit, op: F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        Pending(self.send(commit, op, Reply::Async(reply)).map(|()| answer))
+    }
+
+    /// Runs `op` in the next batch, blocking the calling thread until it is durable. Not for async workers.
     pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = mpsc::sync_channel(1);
+        self.send(Commit::Durable, op, Reply::Blocking(reply))?;
+        answer.recv().map_err(|_| dropped())?
+    }
+
+    fn send<T, F>(&self, commit: Commit, op: F, reply: Reply<T>) -> Result<(), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    {
         self.queue
-            .send(Box::new(TypedJob { op: Some(op), result: None, reply }))
-            .map_err(|_| StoreError::new("the store writer has stopped"))?;
-        answer.recv().map_err(|_| StoreError::new("the store writer dropped a write"))?
+            .send(Box::new(TypedJob { commit, op: Some(op), result: None, reply }))
+            .map_err(|_| StoreError::new("the store writer has stopped"))
     }
 }
 
@@ -87,7 +157,9 @@ fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
 }
 
 fn commit(db: &Database, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-    let tx = db.begin_write()?;
+    let mut tx = db.begin_write()?;
+    let durable = batch.iter().any(|job| job.commit() == Commit::Durable);
+    tx.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
     for job in batch.iter_mut() {
         job.run(&tx)?;
     }

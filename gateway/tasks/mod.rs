@@ -12,7 +12,7 @@ use crate::catalog::TaskMode;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
-use crate::store::{TaskError, TaskRecord, TaskStatus};
+use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
 use crate::upstream::{UpstreamError, client};
 use actix_web::web;
 use serde_json::{Value, json};
@@ -54,7 +54,7 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task
         results: Vec::new(),
         usage: None,
         error: None,
-        billing: Value::Null,
+        billing: None,
     }
 }
 
@@ -87,15 +87,14 @@ pub async fn forward_async(
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
             let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
-            let updated = web::block(move || {
-                store.update_task(&task_id, &[TaskStatus::Queued], move |t| {
+            // Durable: it also persists the task and its hold, written deferred before the forward.
+            let updated = store
+                .change_task(&task_id, &[TaskStatus::Queued], Commit::Durable, move |t| {
                     t.upstream_task_id = Some(upstream_id);
                     t.next_poll_ms = first_poll;
                     t.updated_ms = now_ms();
                 })
-            })
-            .await
-            .map_err(ApiError::internal)??;
+                .await?;
             let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
             state.poller.schedule(&task.task_id, task.next_poll_ms);
             Ok(task)
@@ -142,19 +141,17 @@ pub async fn finish(
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
 ) -> Result<Option<TaskRecord>, ApiError> {
-    let store = state.store.clone();
-    let id = task_id.to_string();
-    let finished = web::block(move || {
-        store.update_task(&id, &[TaskStatus::Queued, TaskStatus::Running], move |t| {
+    let live = [TaskStatus::Queued, TaskStatus::Running];
+    let finished = state
+        .store
+        .change_task(task_id, &live, Commit::Durable, move |t| {
             let now = now_ms();
             t.status = status;
             t.updated_ms = now;
             t.finished_ms = Some(now);
             change(t);
         })
-    })
-    .await
-    .map_err(ApiError::internal)??;
+        .await?;
     if let Some(task) = &finished {
         crate::metrics::task_finished(task.status);
         state.limits.release(&task.account);
