@@ -42,7 +42,7 @@ pub struct Settlement {
 impl TaskBilling {
     /// The billing state of a task, if it has one.
     pub fn of(task: &TaskRecord) -> Option<TaskBilling> {
-        serde_json::from_value(task.billing.clone()).ok()
+        task.billing.clone()
     }
 }
 
@@ -91,7 +91,7 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
         units: units.clone(),
     };
     billing.settlement = Some(settlement);
-    task.billing = serde_json::to_value(&billing).unwrap_or(Value::Null);
+    task.billing = Some(billing);
     let record = json!({
         "at": chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string(),
         "at_ms": chrono::Utc::now().timestamp_millis(),

@@ -299,7 +299,7 @@ async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) 
     view["account"] = json!(task.account);
     view["key_prefix"] = json!(task.key_prefix);
     view["upstream_task_id"] = json!(task.upstream_task_id);
-    view["billing"] = task.billing;
+    view["billing"] = serde_json::to_value(&task.billing).unwrap_or_default();
     Ok(HttpResponse::Ok().json(view))
 }
 
