@@ -5,6 +5,8 @@ use rand::RngCore;
 use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::RwLock;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Account {
@@ -20,6 +22,35 @@ pub struct KeyRecord {
     pub created_at: String,
     #[serde(default)]
     pub revoked: bool,
+}
+
+/// Key records already read, so authenticating a request usually costs no store read. Only keys that
+/// exist are cached (a flood of made-up keys cannot grow it). Any change to the keys table empties it and
+/// bumps the generation; a reader caches what it read only if no change happened meanwhile, so a revoked
+/// key is never served from the cache after its revocation commits.
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    inner: RwLock<(u64, HashMap<[u8; 32], KeyRecord>)>,
+}
+
+impl KeyCache {
+    fn get(&self, hash: &[u8; 32]) -> (u64, Option<KeyRecord>) {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        (inner.0, inner.1.get(hash).cloned())
+    }
+
+    fn put(&self, generation: u64, hash: [u8; 32], record: KeyRecord) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.0 == generation {
+            inner.1.insert(hash, record);
+        }
+    }
+
+    fn invalidate(&self) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        inner.0 += 1;
+        inner.1.clear();
+    }
 }
 
 /// The stored form of a key.
@@ -80,14 +111,24 @@ impl Store {
             }
         }
         tx.commit()?;
+        self.key_cache.invalidate();
         Ok(())
     }
 
     /// The key's record, if the key exists (revoked or not).
     pub fn key(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
+        let hash = hash_key(key);
+        let (generation, cached) = self.key_cache.get(&hash);
+        if cached.is_some() {
+            return Ok(cached);
+        }
         let tx = self.db().begin_read()?;
         let table = tx.open_table(KEYS)?;
-        table.get(hash_key(key).as_slice())?.map(|v| decode(v.value())).transpose()
+        let record: Option<KeyRecord> = table.get(hash.as_slice())?.map(|v| decode(v.value())).transpose()?;
+        if let Some(record) = &record {
+            self.key_cache.put(generation, hash, record.clone());
+        }
+        Ok(record)
     }
 
     /// Every key of an account, by prefix only.
@@ -126,6 +167,7 @@ impl Store {
             }
         }
         tx.commit()?;
+        self.key_cache.invalidate();
         Ok(count)
     }
 }
