@@ -59,14 +59,42 @@ pub async fn metrics_middleware(
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
     let method = req.method().clone();
     let response = next.call(req).await?;
     let status = response.status().as_u16();
+    let route = route_label(response.request(), status);
     let seconds = started.elapsed().as_secs_f64();
     crate::metrics::request(&route, status, seconds);
     tracing::info!(request_id = %request_id::current(), %method, route, status, ms = seconds * 1000.0, "request");
     Ok(response)
+}
+
+/// The matched route's pattern, rebuilt from the path and its captured segments: `HttpRequest::match_pattern`
+/// would match the path against every route again (regular expressions for dynamic ones) on every request.
+fn route_label(req: &HttpRequest, status: u16) -> String {
+    let captured = req.match_info();
+    if captured.segment_count() == 0 {
+        // A static route, or no route at all (only the fallback answers 404 without captures).
+        if status == 404 && req.match_pattern().is_none() {
+            return "unmatched".into();
+        }
+        return req.path().to_string();
+    }
+    // Captures appear in path order: replace them from the last one back, each before the previous.
+    let mut label = req.path().to_string();
+    let mut end = label.len();
+    let captures: Vec<(&str, &str)> = captured.iter().collect();
+    for (name, value) in captures.into_iter().rev() {
+        match label[..end].rfind(value) {
+            Some(start) if !value.is_empty() => {
+                label.replace_range(start..start + value.len(), &format!("{{{name}}}"));
+                end = start;
+            }
+            // A percent-decoded capture does not appear verbatim: ask the router.
+            _ => return req.match_pattern().unwrap_or_else(|| "unmatched".into()),
+        }
+    }
+    label
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
