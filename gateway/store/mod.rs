@@ -59,7 +59,8 @@ store_error_from!(
     serde_json::Error
 );
 
-/// Handle to the database; cheap to clone.
+/// Handle to the database; cheap to clone. Dropping the last clone closes the file cleanly (the writer
+/// thread holds the last database handle; `db` is declared first so it is released before the writer waits).
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,

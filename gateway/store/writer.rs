@@ -95,17 +95,35 @@ enum Reply<T> {
 /// The handle every `Store` clone shares.
 #[derive(Clone)]
 pub(crate) struct Writer {
-    queue: mpsc::Sender<Box<dyn Job>>,
+    shared: Arc<Shared>,
+}
+
+/// The queue and the thread behind it. When the last `Store` clone goes, the queue closes, the thread
+/// finishes what is queued and exits, and dropping it waits for that: the thread holds the last handle to
+/// the database, so redb closes the file cleanly (a file not closed cleanly is repaired, slowly, on the
+/// next open).
+struct Shared {
+    queue: Option<mpsc::Sender<Box<dyn Job>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Writer {
     pub(crate) fn start(db: Arc<Database>) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || run(&db, &jobs))
             .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?;
-        Ok(Writer { queue })
+        Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }) })
     }
 
     /// Queues `op` for the next batch; the returned future resolves once the batch is committed as asked.
@@ -134,9 +152,9 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
-        self.queue
-            .send(Box::new(TypedJob { commit, op: Some(op), result: None, reply }))
-            .map_err(|_| StoreError::new("the store writer has stopped"))
+        let stopped = || StoreError::new("the store writer has stopped");
+        let queue = self.shared.queue.as_ref().ok_or_else(stopped)?;
+        queue.send(Box::new(TypedJob { commit, op: Some(op), result: None, reply })).map_err(|_| stopped())
     }
 }
 
