@@ -134,7 +134,7 @@ mod tests {
         assert!(page.is_empty());
         let model = Filter { model: Some("a"), ..filter(0, 10_000) };
         let (total, page) = index.page("cn-beijing", &model, 1, 10);
-        assert_eq!((total, ids(&page)), (3, vec!["t4", "t3", "t5"]));
+        assert_eq!((total, ids(&page)), (3, vec!["t5", "t4", "t3"]));
         assert_eq!(index.page("ap-southeast-1", &filter(0, 10_000), 1, 10).0, 0);
     }
 

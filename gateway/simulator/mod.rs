@@ -566,32 +566,61 @@ async fn list(
         now,
     };
     let (total, rows) = sim.tasks.index().page(&region, &filter, page_no, page_size);
-    let data: Vec<Value> = rows.iter().map(|row| listed(row, &region, now)).collect();
-    answer(
-        StatusCode::OK,
-        json!({
-            "total": total, "total_page": total.div_ceil(page_size), "page_no": page_no, "page_size": page_size, "data": data,
-        }),
-    )
+    let data: Vec<Listed> = rows.iter().map(|row| listed(row, &region, now)).collect();
+    let request_id = uuid();
+    // Serialized straight from the rows: a page can hold a thousand tasks.
+    HttpResponse::Ok().insert_header(("x-request-id", request_id.as_str())).json(ListAnswer {
+        total,
+        total_page: total.div_ceil(page_size),
+        page_no,
+        page_size,
+        request_id: &request_id,
+        data,
+    })
+}
+
+/// A list answer (not wrapped in `output`).
+#[derive(serde::Serialize)]
+struct ListAnswer<'a> {
+    total: u64,
+    total_page: u64,
+    page_no: u64,
+    page_size: u64,
+    request_id: &'a str,
+    data: Vec<Listed<'a>>,
 }
 
 /// One item of a list answer; times in epoch ms, `end_time` only once terminal.
-fn listed(row: &index::Row, region: &str, now: i64) -> Value {
+#[derive(serde::Serialize)]
+struct Listed<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    model_name: &'a str,
+    region: &'a str,
+    request_id: &'a str,
+    gmt_create: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_time: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_time: Option<i64>,
+    user_api_unique_key: String,
+}
+
+fn listed<'a>(row: &'a index::Row, region: &'a str, now: i64) -> Listed<'a> {
     let status = row.timeline.status(now);
     let route = models::find(&row.model).map(|m| m.route).unwrap_or_default();
     let route_key = route.trim_start_matches("/services/aigc/").replace('/', ":");
-    let mut item = json!({
-        "task_id": &*row.task_id, "status": status, "model_name": &*row.model, "region": region,
-        "request_id": &*row.request_id, "gmt_create": row.timeline.created_ms,
-        "user_api_unique_key": format!("apikey:v1:aigc:{route_key}:{}", row.model),
-    });
-    if status != "PENDING" {
-        item["start_time"] = row.timeline.started_ms().into();
+    Listed {
+        task_id: &row.task_id,
+        status,
+        model_name: &row.model,
+        region,
+        request_id: &row.request_id,
+        gmt_create: row.timeline.created_ms,
+        start_time: (status != "PENDING").then(|| row.timeline.started_ms()),
+        end_time: matches!(status, "SUCCEEDED" | "FAILED" | "CANCELED").then(|| row.timeline.end_ms()),
+        user_api_unique_key: format!("apikey:v1:aigc:{route_key}:{}", row.model),
     }
-    if matches!(status, "SUCCEEDED" | "FAILED" | "CANCELED") {
-        item["end_time"] = row.timeline.end_ms().into();
-    }
-    item
 }
 
 /// Test introspection: every `X-Upstream-DataInspection` value received, oldest first.
