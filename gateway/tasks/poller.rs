@@ -14,13 +14,13 @@
 use super::keys::KeyRing;
 use super::results::{Observed, observe, status_of};
 use super::sweep::{self, Due, Plan};
-use super::tracker::{IDLE, Id, TAKEN, Tracked, Tracker};
+use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker};
 use super::{fail, finish, now_ms};
 use crate::catalog::{Media, ModelSpec};
 use crate::config::PollerConfig;
 use crate::state::AppState;
 use crate::store::{TaskError, TaskRecord, TaskStatus};
-use crate::upstream::client::{self, ListRequest, ListedTask};
+use crate::upstream::client::{self, ListRequest, ListedStatus, ListedTask};
 use actix_web::web;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -108,10 +108,10 @@ enum Report {
     Listed { ticket: u64, tasks: Vec<ListedTask> },
     /// Window `ticket`'s list is over; `failed` when it stopped on an error.
     Listing { ticket: u64, failed: bool },
-    /// Job `ticket` looked at a task.
-    Checked { ticket: u64, task: Id, outcome: Outcome },
-    /// A RUNNING mark was written (or not).
-    MarkedRunning { task: Id, written: bool },
+    /// Job `ticket` looked at the task in `slot`.
+    Checked { ticket: u64, slot: Slot, outcome: Outcome },
+    /// A RUNNING mark was written (or not) for `task`.
+    MarkedRunning { slot: Slot, task: Id, written: bool },
 }
 
 /// Where a task stands after a job looked at it.
@@ -124,36 +124,38 @@ enum Outcome {
     Unknown,
 }
 
-/// Work waiting for a query slot in one region.
+/// One region's key ring and the work waiting for its query slots.
 struct Lane {
+    region: String,
     keys: Rc<KeyRing>,
-    /// Tasks a list reported terminal: their payload decides the outcome, so they go first.
-    fetches: VecDeque<(Id, u64)>,
+    /// Tasks a list reported ended: their payload decides the outcome, so they go first.
+    fetches: VecDeque<(Slot, u64)>,
     windows: VecDeque<(u64, ListRequest)>,
-    directs: VecDeque<(Id, u64)>,
+    directs: VecDeque<(Slot, u64)>,
     busy: Rc<Cell<usize>>,
 }
 
+/// A store write the poller decided on without asking the upstream.
 enum StoreJob {
-    Timeout(Id, u64),
-    Fail { task: Id, ticket: u64, code: &'static str, message: &'static str },
-    MarkRunning(Id, i64),
+    Timeout { slot: Slot, task: Id, ticket: u64 },
+    Fail { slot: Slot, task: Id, ticket: u64, code: &'static str, message: &'static str },
+    MarkRunning { slot: Slot, task: Id, next_poll_ms: i64 },
 }
 
 /// A slot taken from a counter; freeing it wakes the loop to hand out more work.
-struct Slot {
+struct Permit {
     busy: Rc<Cell<usize>>,
     wake: Rc<Notify>,
 }
 
-impl Slot {
-    fn take(busy: &Rc<Cell<usize>>, wake: &Rc<Notify>) -> Slot {
+impl Permit {
+    fn take(busy: &Rc<Cell<usize>>, wake: &Rc<Notify>) -> Permit {
         busy.set(busy.get() + 1);
-        Slot { busy: busy.clone(), wake: wake.clone() }
+        Permit { busy: busy.clone(), wake: wake.clone() }
     }
 }
 
-impl Drop for Slot {
+impl Drop for Permit {
     fn drop(&mut self) {
         self.busy.set(self.busy.get().saturating_sub(1));
         self.wake.notify_one();
@@ -164,9 +166,9 @@ impl Drop for Slot {
 struct Sweeper {
     state: web::Data<AppState>,
     tracker: Tracker,
-    lanes: HashMap<String, Lane>,
+    lanes: Vec<Lane>,
     /// Due tasks of each list under way, by ticket.
-    windows: HashMap<u64, Vec<Id>>,
+    windows: HashMap<u64, Vec<Slot>>,
     /// Upstream ids of each queued window's due tasks, handed to its list job.
     window_due: HashMap<u64, HashSet<Id>>,
     store_jobs: VecDeque<StoreJob>,
@@ -184,15 +186,13 @@ impl Sweeper {
         let lanes = state
             .upstreams
             .regions()
-            .map(|(region, upstream)| {
-                let lane = Lane {
-                    keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller)),
-                    fetches: VecDeque::new(),
-                    windows: VecDeque::new(),
-                    directs: VecDeque::new(),
-                    busy: Rc::new(Cell::new(0)),
-                };
-                (region.clone(), lane)
+            .map(|(region, upstream)| Lane {
+                region: region.clone(),
+                keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller)),
+                fetches: VecDeque::new(),
+                windows: VecDeque::new(),
+                directs: VecDeque::new(),
+                busy: Rc::new(Cell::new(0)),
             })
             .collect();
         Sweeper {
@@ -224,6 +224,10 @@ impl Sweeper {
         self.last_ticket
     }
 
+    fn lane(&mut self, region: &str) -> Option<&mut Lane> {
+        self.lanes.iter_mut().find(|l| l.region == region)
+    }
+
     /// Refills the tracker from the store's in-flight index.
     fn resume(&mut self) {
         match self.state.store.in_flight() {
@@ -239,13 +243,14 @@ impl Sweeper {
 
     /// A task forwarded (or re-scheduled) by the submit path.
     fn schedule(&mut self, task_id: &str, due_ms: i64) {
-        if let Some(tracked) = self.tracker.get(task_id) {
+        if let Some(slot) = self.tracker.slot_of(task_id) {
+            let Some(tracked) = self.tracker.get(slot) else { return };
             let (missing_upstream, idle) = (tracked.upstream_id.is_none(), tracked.holder == IDLE);
             if missing_upstream && let Ok(Some(record)) = self.state.store.task(task_id) {
-                self.learn_upstream(&record);
+                self.learn_upstream(slot, &record);
             }
             if idle {
-                self.tracker.release(task_id, IDLE, Some(due_ms));
+                self.tracker.release(slot, IDLE, Some(due_ms));
             }
             return;
         }
@@ -263,18 +268,20 @@ impl Sweeper {
         let task_id: Id = Rc::from(record.task_id.as_str());
         let Some(model) = ModelSpec::find(&record.model) else {
             let (code, message) = ("model_removed", "The task's model is no longer in the spec.");
-            self.store_jobs.push_back(StoreJob::Fail { task: task_id, ticket: IDLE, code, message });
+            // Not tracked: the report of this write finds no task to release.
+            let job = StoreJob::Fail { slot: Slot::MAX, task: task_id, ticket: IDLE, code, message };
+            self.store_jobs.push_back(job);
             return;
         };
-        self.tracker.insert(Tracked::new(task_id, model, record.created_ms, record.deadline_ms), due_ms);
-        self.learn_upstream(record);
+        let slot = self.tracker.insert(Tracked::new(task_id, model, record.created_ms, record.deadline_ms), due_ms);
+        self.learn_upstream(slot, record);
     }
 
     /// The upstream created the task between the gateway's record and the forward's answer (`updated_ms`).
-    fn learn_upstream(&mut self, record: &TaskRecord) {
+    fn learn_upstream(&mut self, slot: Slot, record: &TaskRecord) {
         if let Some(upstream_id) = &record.upstream_task_id {
             let bounds = (record.created_ms, record.updated_ms.max(record.created_ms));
-            self.tracker.set_upstream(&record.task_id, Rc::from(upstream_id.as_str()), bounds);
+            self.tracker.set_upstream(slot, Rc::from(upstream_id.as_str()), bounds);
         }
     }
 
@@ -299,21 +306,21 @@ impl Sweeper {
         }
         let mut due_by_region: HashMap<&'static str, Vec<Due>> = HashMap::new();
         let skew = self.config().list_clock_skew_ms as i64;
-        for (task_id, due) in self.tracker.take_due(now + self.sweep_ms()) {
+        for (slot, due) in self.tracker.take_due(now + self.sweep_ms()) {
             crate::metrics::poll_lag(now - due);
-            let Some(task) = self.tracker.get(&task_id) else { continue };
-            let (deadline, region, bounds) = (task.deadline_ms, task.model.region, task.upstream_created);
-            if now >= deadline {
-                let ticket = self.ticket();
-                self.tracker.hold(&task_id, ticket);
-                self.store_jobs.push_back(StoreJob::Timeout(task_id, ticket));
+            let Some(task) = self.tracker.get(slot) else { continue };
+            let (region, bounds) = (task.model.region, task.upstream_created);
+            if now >= task.deadline_ms {
+                let (task, ticket) = (task.task_id.clone(), self.ticket());
+                self.tracker.hold(slot, ticket);
+                self.store_jobs.push_back(StoreJob::Timeout { slot, task, ticket });
             } else if task.upstream_id.is_none() {
-                self.orphan(&task_id, now);
-            } else if !self.lanes.contains_key(region) {
+                self.orphan(slot, now);
+            } else if !self.lanes.iter().any(|l| l.region == region) {
                 let later = now + self.config().max_interval_ms as i64;
-                self.tracker.release(&task_id, TAKEN, Some(later));
+                self.tracker.release(slot, TAKEN, Some(later));
             } else {
-                let due = Due { task: task_id, earliest_ms: bounds.0 - skew, latest_ms: bounds.1 + skew };
+                let due = Due { task: slot, earliest_ms: bounds.0 - skew, latest_ms: bounds.1 + skew };
                 due_by_region.entry(region).or_default().push(due);
             }
         }
@@ -329,20 +336,20 @@ impl Sweeper {
     fn queue(&mut self, region: &str, plan: Plan, page_size: u64) {
         let ticket = self.ticket();
         match plan {
-            Plan::Direct(task_id) => {
-                self.tracker.hold(&task_id, ticket);
-                if let Some(lane) = self.lanes.get_mut(region) {
-                    lane.directs.push_back((task_id, ticket));
+            Plan::Direct(slot) => {
+                self.tracker.hold(slot, ticket);
+                if let Some(lane) = self.lane(region) {
+                    lane.directs.push_back((slot, ticket));
                 }
             }
             Plan::Window { start_ms, end_ms, tasks } => {
                 let mut upstream_ids = HashSet::with_capacity(tasks.len());
-                for task_id in &tasks {
-                    self.tracker.hold(task_id, ticket);
-                    upstream_ids.extend(self.tracker.get(task_id).and_then(|t| t.upstream_id.clone()));
+                for &slot in &tasks {
+                    self.tracker.hold(slot, ticket);
+                    upstream_ids.extend(self.tracker.get(slot).and_then(|t| t.upstream_id.clone()));
                 }
                 let request = ListRequest { start_ms, end_ms, page_no: 1, page_size };
-                if let Some(lane) = self.lanes.get_mut(region) {
+                if let Some(lane) = self.lane(region) {
                     lane.windows.push_back((ticket, request));
                 }
                 self.windows.insert(ticket, tasks);
@@ -352,68 +359,81 @@ impl Sweeper {
     }
 
     /// A due task with no upstream id: its forward may have finished since, or been cut short by a crash.
-    fn orphan(&mut self, task_id: &Id, now: i64) {
-        let record = match self.state.store.task(task_id) {
+    fn orphan(&mut self, slot: Slot, now: i64) {
+        let Some(task_id) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
+        let record = match self.state.store.task(&task_id) {
             Ok(Some(record)) if !record.status.is_terminal() => record,
             Ok(_) => {
-                self.tracker.release(task_id, TAKEN, None);
+                self.tracker.release(slot, TAKEN, None);
                 return;
             }
             Err(e) => {
-                tracing::error!(task_id = &**task_id, error = %e, "poller could not read task");
-                self.tracker.release(task_id, TAKEN, Some(now + self.config().max_interval_ms as i64));
+                tracing::error!(task_id = &*task_id, error = %e, "poller could not read task");
+                self.tracker.release(slot, TAKEN, Some(now + self.config().max_interval_ms as i64));
                 return;
             }
         };
         if record.upstream_task_id.is_some() {
-            self.learn_upstream(&record);
-            self.tracker.release(task_id, TAKEN, Some(now));
+            self.learn_upstream(slot, &record);
+            self.tracker.release(slot, TAKEN, Some(now));
         } else if now - record.created_ms > ORPHAN_AFTER_MS {
             let ticket = self.ticket();
-            self.tracker.hold(task_id, ticket);
+            self.tracker.hold(slot, ticket);
             let (code, message) =
                 ("submission_interrupted", "The gateway stopped while submitting this task; nothing was charged.");
-            self.store_jobs.push_back(StoreJob::Fail { task: task_id.clone(), ticket, code, message });
+            self.store_jobs.push_back(StoreJob::Fail { slot, task: task_id, ticket, code, message });
         } else {
-            self.tracker.release(task_id, TAKEN, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
+            self.tracker.release(slot, TAKEN, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
         }
     }
 
     /// When to look at a live task again.
-    fn next_due(&self, task_id: &str, now: i64) -> i64 {
-        let age = self.tracker.get(task_id).map_or(0, |t| now - t.created_ms);
-        now + next_interval_ms(age, self.config())
+    fn next_due(&self, slot: Slot, now: i64) -> i64 {
+        now + next_interval_ms(self.age(slot, now), self.config())
     }
 
-    fn retry_due(&self, task_id: &str, now: i64) -> i64 {
-        self.next_due(task_id, now).max(now + RETRY_MS)
+    /// When to look again at a live task a list reported. A list look costs a fraction of a query, so it
+    /// comes after half the interval: an end is seen within half an interval, and the other half is left
+    /// for fetching the results of every task the same list showed ended, so detection stays within one.
+    fn next_list_look(&self, slot: Slot, now: i64) -> i64 {
+        let half = next_interval_ms(self.age(slot, now), self.config()) / 2;
+        now + half.max(self.config().min_interval_ms as i64)
+    }
+
+    fn retry_due(&self, slot: Slot, now: i64) -> i64 {
+        self.next_due(slot, now).max(now + RETRY_MS)
+    }
+
+    fn age(&self, slot: Slot, now: i64) -> i64 {
+        self.tracker.get(slot).map_or(0, |t| now - t.created_ms)
     }
 
     fn apply(&mut self, report: Report) {
         let now = now_ms();
         match report {
             Report::Listed { ticket, tasks } => {
-                for listed in tasks {
-                    self.observe_listed(ticket, &listed, now);
+                for listed in &tasks {
+                    self.observe_listed(ticket, listed, now);
                 }
             }
             Report::Listing { ticket, failed } => self.window_done(ticket, failed, now),
-            Report::Checked { ticket, task, outcome } => match outcome {
+            Report::Checked { ticket, slot, outcome } => match outcome {
                 Outcome::Ended => {
-                    self.tracker.release(&task, ticket, None);
+                    self.tracker.release(slot, ticket, None);
                 }
                 Outcome::Live { running } => {
-                    if self.tracker.release(&task, ticket, Some(self.next_due(&task, now))) && running {
-                        self.mark_running(&task, now);
+                    if self.tracker.release(slot, ticket, Some(self.next_due(slot, now))) && running {
+                        self.mark_running(slot, now);
                     }
                 }
                 Outcome::Unknown => {
-                    self.tracker.release(&task, ticket, Some(self.retry_due(&task, now)));
+                    self.tracker.release(slot, ticket, Some(self.retry_due(slot, now)));
                 }
             },
-            Report::MarkedRunning { task, written } => {
-                if !written {
-                    self.tracker.set_running(&task, false);
+            Report::MarkedRunning { slot, task, written } => {
+                let same = self.tracker.get(slot).is_some_and(|t| Rc::ptr_eq(&t.task_id, &task));
+                if !written && same {
+                    self.tracker.set_running(slot, false);
                 }
             }
         }
@@ -421,28 +441,29 @@ impl Sweeper {
 
     /// What a list says about one task, if it is ours and no other job is on it.
     fn observe_listed(&mut self, ticket: u64, listed: &ListedTask, now: i64) {
-        let Some(task) = self.tracker.task_of_upstream(&listed.task_id) else { return };
+        let Some(slot) = self.tracker.slot_of_upstream(&listed.task_id) else { return };
+        let Some(task) = self.tracker.get(slot) else { return };
         if task.holder != ticket && task.holder != IDLE {
             return;
         }
-        let (task_id, holder, region) = (task.task_id.clone(), task.holder, task.model.region);
+        let (holder, region) = (task.holder, task.model.region);
         if let Some(created) = listed.gmt_create {
-            self.tracker.set_upstream_created(&task_id, created);
+            self.tracker.set_upstream_created(slot, created);
         }
-        match listed.status.as_str() {
-            "PENDING" => {
-                self.tracker.release(&task_id, holder, Some(self.next_due(&task_id, now)));
+        match listed.status {
+            ListedStatus::Pending => {
+                self.tracker.release(slot, holder, Some(self.next_list_look(slot, now)));
             }
-            "RUNNING" | "SUSPENDED" => {
-                self.tracker.release(&task_id, holder, Some(self.next_due(&task_id, now)));
-                self.mark_running(&task_id, now);
+            ListedStatus::Running => {
+                self.tracker.release(slot, holder, Some(self.next_list_look(slot, now)));
+                self.mark_running(slot, now);
             }
-            // Terminal (or a word this gateway does not know): the task query tells the rest.
-            _ => {
+            // Ended (or a word this gateway does not know): the task query tells the rest.
+            ListedStatus::Ended | ListedStatus::Unrecognized => {
                 let fetch = self.ticket();
-                self.tracker.hold(&task_id, fetch);
-                if let Some(lane) = self.lanes.get_mut(region) {
-                    lane.fetches.push_back((task_id, fetch));
+                self.tracker.hold(slot, fetch);
+                if let Some(lane) = self.lane(region) {
+                    lane.fetches.push_back((slot, fetch));
                 }
             }
         }
@@ -451,87 +472,110 @@ impl Sweeper {
     /// The due tasks a finished list did not report get a direct query (or, after an error, a later look).
     fn window_done(&mut self, ticket: u64, failed: bool, now: i64) {
         self.window_due.remove(&ticket);
-        for task_id in self.windows.remove(&ticket).unwrap_or_default() {
-            let Some(task) = self.tracker.get(&task_id).filter(|t| t.holder == ticket) else { continue };
+        for slot in self.windows.remove(&ticket).unwrap_or_default() {
+            let Some(task) = self.tracker.get(slot).filter(|t| t.holder == ticket) else { continue };
             let region = task.model.region;
             if failed {
-                self.tracker.release(&task_id, ticket, Some(self.retry_due(&task_id, now)));
+                self.tracker.release(slot, ticket, Some(self.retry_due(slot, now)));
                 continue;
             }
             let direct = self.ticket();
-            self.tracker.hold(&task_id, direct);
-            if let Some(lane) = self.lanes.get_mut(region) {
-                lane.directs.push_back((task_id, direct));
+            self.tracker.hold(slot, direct);
+            if let Some(lane) = self.lane(region) {
+                lane.directs.push_back((slot, direct));
             }
         }
     }
 
     /// Records PENDING -> RUNNING once per task.
-    fn mark_running(&mut self, task_id: &Id, now: i64) {
-        if self.tracker.get(task_id).is_some_and(|t| !t.running) {
-            self.tracker.set_running(task_id, true);
-            self.store_jobs.push_back(StoreJob::MarkRunning(task_id.clone(), self.next_due(task_id, now)));
-        }
+    fn mark_running(&mut self, slot: Slot, now: i64) {
+        let Some(task) = self.tracker.get(slot).filter(|t| !t.running) else { return };
+        let job = StoreJob::MarkRunning { slot, task: task.task_id.clone(), next_poll_ms: self.next_due(slot, now) };
+        self.tracker.set_running(slot, true);
+        self.store_jobs.push_back(job);
     }
 
     /// Starts queued work while slots are free: per region task fetches first, then lists, then direct
     /// queries; store writes on their own budget.
     fn dispatch(&mut self) {
-        let regions: Vec<String> = self.lanes.keys().cloned().collect();
-        for region in regions {
-            while let Some(lane) = self.lanes.get_mut(&region)
-                && lane.busy.get() < QUERIES_IN_FLIGHT
-            {
-                let job = if let Some((task, ticket)) = lane.fetches.pop_front().or_else(|| lane.directs.pop_front()) {
-                    Job::Query(task, ticket)
-                } else if let Some((ticket, request)) = lane.windows.pop_front() {
-                    Job::List(ticket, request)
-                } else {
-                    break;
-                };
-                let (keys, slot) = (lane.keys.clone(), Slot::take(&lane.busy, &self.wake));
-                self.start(&region, job, keys, slot);
+        for index in 0..self.lanes.len() {
+            while let Some(job) = self.next_job(index) {
+                self.start(index, job);
             }
         }
         while self.store_busy.get() < STORE_WRITES_IN_FLIGHT
             && let Some(job) = self.store_jobs.pop_front()
         {
-            let slot = Slot::take(&self.store_busy, &self.wake);
-            actix_web::rt::spawn(store_job(self.state.clone(), job, self.reports.clone(), slot));
+            let permit = Permit::take(&self.store_busy, &self.wake);
+            actix_web::rt::spawn(store_job(self.state.clone(), job, self.reports.clone(), permit));
         }
     }
 
-    fn start(&mut self, region: &str, job: Job, keys: Rc<KeyRing>, slot: Slot) {
-        let (state, reports) = (self.state.clone(), self.reports.clone());
+    fn next_job(&mut self, lane: usize) -> Option<Job> {
+        let lane = self.lanes.get_mut(lane).filter(|l| l.busy.get() < QUERIES_IN_FLIGHT)?;
+        if let Some((slot, ticket)) = lane.fetches.pop_front() {
+            return Some(Job::Query(slot, ticket));
+        }
+        if let Some((ticket, request)) = lane.windows.pop_front() {
+            return Some(Job::List(ticket, request));
+        }
+        lane.directs.pop_front().map(|(slot, ticket)| Job::Query(slot, ticket))
+    }
+
+    fn start(&mut self, lane: usize, job: Job) {
+        let Some(lane) = self.lanes.get(lane) else { return };
+        let (state, reports, keys) = (self.state.clone(), self.reports.clone(), lane.keys.clone());
         match job {
-            Job::Query(task_id, ticket) => {
-                let Some(task) = self.tracker.get(&task_id).filter(|t| t.holder == ticket) else { return };
+            Job::Query(slot, ticket) => {
+                let Some(task) = self.tracker.get(slot).filter(|t| t.holder == ticket) else { return };
                 let Some(upstream_id) = task.upstream_id.clone() else { return };
-                let check =
-                    Check { task: task_id, ticket, upstream_id, region: task.model.region, media: task.model.media };
-                actix_web::rt::spawn(query_task(state, keys, check, reports, slot));
+                let permit = Permit::take(&lane.busy, &self.wake);
+                let check = Check {
+                    slot,
+                    task: task.task_id.clone(),
+                    ticket,
+                    upstream_id,
+                    region: task.model.region,
+                    media: task.model.media,
+                };
+                actix_web::rt::spawn(query_task(state, keys, check, reports, permit));
             }
             Job::List(ticket, request) => {
-                let due = self.window_due.remove(&ticket).unwrap_or_default();
-                let region = region.to_string();
-                actix_web::rt::spawn(list_window(state, keys, region, ticket, request, due, reports, slot));
+                let permit = Permit::take(&lane.busy, &self.wake);
+                let window = Window {
+                    region: lane.region.clone(),
+                    ticket,
+                    request,
+                    unseen: self.window_due.remove(&ticket).unwrap_or_default(),
+                };
+                actix_web::rt::spawn(list_window(state, keys, window, reports, permit));
             }
         }
     }
 }
 
 enum Job {
-    Query(Id, u64),
+    Query(Slot, u64),
     List(u64, ListRequest),
 }
 
 /// One task query to make.
 struct Check {
+    slot: Slot,
     task: Id,
     ticket: u64,
     upstream_id: Id,
     region: &'static str,
     media: Media,
+}
+
+/// One list to page through.
+struct Window {
+    region: String,
+    ticket: u64,
+    request: ListRequest,
+    /// Upstream ids of the window's due tasks not reported yet.
+    unseen: HashSet<Id>,
 }
 
 /// Asks the upstream about one task and records what it says.
@@ -540,7 +584,7 @@ async fn query_task(
     keys: Rc<KeyRing>,
     check: Check,
     reports: mpsc::UnboundedSender<Report>,
-    slot: Slot,
+    permit: Permit,
 ) {
     let answer = match state.upstreams.region(check.region) {
         Ok(upstream) => {
@@ -550,7 +594,8 @@ async fn query_task(
         }
         Err(e) => Err(e),
     };
-    drop(slot);
+    // The query slot is free again while the outcome is written.
+    drop(permit);
     let outcome = match answer {
         Ok(answer) => {
             let observed = observe(&answer, check.media);
@@ -564,7 +609,7 @@ async fn query_task(
             Outcome::Unknown
         }
     };
-    let _ = reports.send(Report::Checked { ticket: check.ticket, task: check.task, outcome });
+    let _ = reports.send(Report::Checked { ticket: check.ticket, slot: check.slot, outcome });
 }
 
 /// Records a terminal observation (compare-and-swap and settlement in `finish`).
@@ -601,73 +646,70 @@ fn ended<E: std::fmt::Display>(task_id: &str, written: Result<(), E>) -> Outcome
 
 /// Pages through one window's list, reporting each page; stops once every due task was seen, or when the
 /// pages left would cost more than querying the unseen due tasks directly.
-#[allow(clippy::too_many_arguments)]
 async fn list_window(
     state: web::Data<AppState>,
     keys: Rc<KeyRing>,
-    region: String,
-    ticket: u64,
-    mut request: ListRequest,
-    mut unseen: HashSet<Id>,
+    mut window: Window,
     reports: mpsc::UnboundedSender<Report>,
-    _slot: Slot,
+    _permit: Permit,
 ) {
-    let Ok(upstream) = state.upstreams.region(&region) else {
+    let ticket = window.ticket;
+    let Ok(upstream) = state.upstreams.region(&window.region) else {
         let _ = reports.send(Report::Listing { ticket, failed: true });
         return;
     };
     loop {
         let key = keys.acquire().await;
         crate::metrics::upstream_call("list");
-        let page = match client::list(upstream, key, &request).await {
+        let page = match client::list(upstream, key, &window.request).await {
             Ok(page) => page,
             Err(e) => {
                 crate::metrics::upstream_error("list");
-                tracing::warn!(region, error = %e, "task list failed; will retry");
+                tracing::warn!(region = window.region, error = %e, "task list failed; will retry");
                 let _ = reports.send(Report::Listing { ticket, failed: true });
                 return;
             }
         };
         for listed in &page.tasks {
-            unseen.remove(listed.task_id.as_str());
+            window.unseen.remove(listed.task_id.as_str());
         }
-        let pages_left = page.total_page.saturating_sub(request.page_no);
+        let pages_left = page.total_page.saturating_sub(window.request.page_no);
         let last = page.tasks.is_empty() || pages_left == 0;
         let _ = reports.send(Report::Listed { ticket, tasks: page.tasks });
-        if last || unseen.is_empty() || pages_left >= unseen.len() as u64 {
+        if last || window.unseen.is_empty() || pages_left >= window.unseen.len() as u64 {
             break;
         }
-        request.page_no += 1;
+        window.request.page_no += 1;
     }
     let _ = reports.send(Report::Listing { ticket, failed: false });
 }
 
-/// A store write the poller decided on without asking the upstream.
-async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _slot: Slot) {
+/// Runs a store write the poller decided on without asking the upstream.
+async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _permit: Permit) {
     let report = match job {
-        StoreJob::Timeout(task, ticket) => {
+        StoreJob::Timeout { slot, task, ticket } => {
             let error = TaskError {
                 code: "timeout".into(),
                 message: "The task did not finish before its model's deadline.".into(),
             };
             let written = finish(&state, &task, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
-            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, task }
+            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
-        StoreJob::Fail { task, ticket, code, message } => {
+        StoreJob::Fail { slot, task, ticket, code, message } => {
             let written = fail(&state, &task, code, message).await;
-            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, task }
+            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
-        StoreJob::MarkRunning(task, next) => {
+        StoreJob::MarkRunning { slot, task, next_poll_ms } => {
             let (store, id) = (state.store.clone(), task.to_string());
             let written = web::block(move || {
                 store.update_task(&id, &[TaskStatus::Queued], move |t| {
                     t.status = TaskStatus::Running;
-                    t.next_poll_ms = next;
+                    t.next_poll_ms = next_poll_ms;
                     t.updated_ms = now_ms();
                 })
             })
             .await;
-            Report::MarkedRunning { task, written: matches!(written, Ok(Ok(_))) }
+            Report::MarkedRunning { slot, task, written: matches!(written, Ok(Ok(_))) }
         }
     };
     let _ = reports.send(report);

@@ -7,7 +7,7 @@
 //! creation order; a group grows while each added task costs at most one more page, so a window is never
 //! dearer than the direct queries it replaces, and stragglers far apart get direct queries.
 
-use super::tracker::Id;
+use super::tracker::Slot;
 use std::collections::BTreeMap;
 
 /// The upstream refuses list windows longer than 24 hours; a little is kept back for rounding to seconds.
@@ -16,7 +16,7 @@ const MAX_SPAN_MS: i64 = 24 * 3600 * 1000 - 4000;
 /// A due task and where its upstream creation time lies (epoch ms, bounds included).
 #[derive(Debug, Clone)]
 pub struct Due {
-    pub task: Id,
+    pub task: Slot,
     pub earliest_ms: i64,
     pub latest_ms: i64,
 }
@@ -25,9 +25,9 @@ pub struct Due {
 #[derive(Debug, PartialEq)]
 pub enum Plan {
     /// One list call (paged) over tasks created in `[start_ms, end_ms]`.
-    Window { start_ms: i64, end_ms: i64, tasks: Vec<Id> },
+    Window { start_ms: i64, end_ms: i64, tasks: Vec<Slot> },
     /// One task query.
-    Direct(Id),
+    Direct(Slot),
 }
 
 /// Plans the due tasks of one region. `created` counts tracked tasks per creation second.
@@ -78,7 +78,7 @@ struct Group {
     end_ms: i64,
     /// Tracked tasks created within the group's whole seconds.
     expected: u64,
-    tasks: Vec<Id>,
+    tasks: Vec<Slot>,
 }
 
 impl Group {
@@ -99,7 +99,7 @@ impl Group {
         }
         self.end_ms = end_ms;
         self.expected = expected;
-        self.tasks.push(task.task.clone());
+        self.tasks.push(task.task);
         true
     }
 
@@ -120,10 +120,9 @@ fn second(ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::rc::Rc;
 
-    fn due(id: &str, at_ms: i64) -> Due {
-        Due { task: Rc::from(id), earliest_ms: at_ms, latest_ms: at_ms + 500 }
+    fn due(task: Slot, at_ms: i64) -> Due {
+        Due { task, earliest_ms: at_ms, latest_ms: at_ms + 500 }
     }
 
     fn shape(plans: &[Plan]) -> Vec<String> {
@@ -139,17 +138,17 @@ mod tests {
     #[test]
     fn a_lone_due_task_is_queried_directly() {
         let created = BTreeMap::from([(10, 1)]);
-        assert_eq!(shape(&plan(vec![due("a", 10_000)], Some(&created), 100)), ["direct a"]);
+        assert_eq!(shape(&plan(vec![due(7, 10_000)], Some(&created), 100)), ["direct 7"]);
     }
 
     #[test]
     fn a_dense_band_is_one_window_and_far_stragglers_are_direct() {
         // 300 tasks per second for 10 s; 50 due in second 3, one due in second 9.
         let created: BTreeMap<i64, u32> = (0..10).map(|s| (s, 300)).collect();
-        let mut tasks: Vec<Due> = (0..50).map(|i| due(&format!("t{i}"), 3_000 + i * 10)).collect();
-        tasks.push(due("late", 9_100));
+        let mut tasks: Vec<Due> = (0..50).map(|i| due(i, 3_000 + i64::from(i) * 10)).collect();
+        tasks.push(due(99, 9_100));
         let plans = plan(tasks, Some(&created), 100);
-        assert_eq!(shape(&plans), ["window 50", "direct late"]);
+        assert_eq!(shape(&plans), ["window 50", "direct 99"]);
         let Plan::Window { start_ms, end_ms, .. } = &plans[0] else { unreachable!() };
         assert_eq!((*start_ms, *end_ms), (3_000, 3_990));
     }
@@ -158,7 +157,7 @@ mod tests {
     fn a_window_never_spans_more_than_a_day() {
         let created = BTreeMap::new();
         let day = 24 * 3600 * 1000;
-        let tasks = vec![due("a", 0), due("b", 10), due("c", day), due("d", day + 10)];
+        let tasks = vec![due(1, 0), due(2, 10), due(3, day), due(4, day + 10)];
         assert_eq!(shape(&plan(tasks, Some(&created), 1000)), ["window 2", "window 2"]);
     }
 }

@@ -1,12 +1,15 @@
-//! The poller's memory of in-flight tasks: one small struct per task (ids, model, creation, deadline), a
-//! due-time index and an upstream-id index. No task record is held, so 100k tasks take tens of MB.
+//! The poller's memory of in-flight tasks: one small struct per task (ids, model, creation, deadline) in a
+//! slab, a due-time index and lookups by gateway and upstream id. No task record is held, so 100k tasks
+//! take a few tens of MB, and a list report costs one hash lookup per task.
 
 use crate::catalog::ModelSpec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
-/// A task id (gateway or upstream), shared between the indexes.
+/// A task id (gateway or upstream), shared between the slab and the lookups.
 pub type Id = Rc<str>;
+/// A task's place in the slab; reused once the task ends (tickets tell a stale job from the new task).
+pub type Slot = u32;
 
 /// No job holds the task: it waits in the due index.
 pub const IDLE: u64 = 0;
@@ -53,113 +56,130 @@ impl Tracked {
 
 #[derive(Default)]
 pub struct Tracker {
-    tasks: HashMap<Id, Tracked>,
-    by_upstream: HashMap<Id, Id>,
-    /// (due or deadline if sooner, task) of every idle task.
-    due: BTreeSet<(i64, Id)>,
+    slots: Vec<Option<Tracked>>,
+    free: Vec<Slot>,
+    by_task: HashMap<Id, Slot>,
+    by_upstream: HashMap<Id, Slot>,
+    /// (due or deadline if sooner, slot) of every idle task.
+    due: BTreeSet<(i64, Slot)>,
     /// Per region, tracked tasks per creation second: what a list window is expected to hold.
     created: HashMap<&'static str, BTreeMap<i64, u32>>,
 }
 
 impl Tracker {
-    pub fn get(&self, task_id: &str) -> Option<&Tracked> {
-        self.tasks.get(task_id)
+    pub fn get(&self, slot: Slot) -> Option<&Tracked> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, slot: Slot) -> Option<&mut Tracked> {
+        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
+    }
+
+    pub fn slot_of(&self, task_id: &str) -> Option<Slot> {
+        self.by_task.get(task_id).copied()
+    }
+
+    pub fn slot_of_upstream(&self, upstream_id: &str) -> Option<Slot> {
+        self.by_upstream.get(upstream_id).copied()
     }
 
     /// Starts tracking a task, idle and due at `due_ms`; a task already tracked is left as it is.
-    pub fn insert(&mut self, mut task: Tracked, due_ms: i64) {
-        if self.tasks.contains_key(&task.task_id) {
-            return;
+    pub fn insert(&mut self, mut task: Tracked, due_ms: i64) -> Slot {
+        if let Some(slot) = self.slot_of(&task.task_id) {
+            return slot;
         }
+        let slot = self.free.pop().unwrap_or(self.slots.len() as Slot);
         if let Some(upstream_id) = &task.upstream_id {
-            self.by_upstream.insert(upstream_id.clone(), task.task_id.clone());
+            self.by_upstream.insert(upstream_id.clone(), slot);
         }
+        self.by_task.insert(task.task_id.clone(), slot);
         *self.created.entry(task.model.region).or_default().entry(task.created_ms.div_euclid(1000)).or_default() += 1;
         task.holder = IDLE;
         task.due_key = due_ms.min(task.deadline_ms);
-        self.due.insert((task.due_key, task.task_id.clone()));
-        self.tasks.insert(task.task_id.clone(), task);
+        self.due.insert((task.due_key, slot));
+        match self.slots.get_mut(slot as usize) {
+            Some(place) => *place = Some(task),
+            None => self.slots.push(Some(task)),
+        }
+        slot
     }
 
     /// Records the upstream id (and creation bounds) of a task submitted after it was first tracked.
-    pub fn set_upstream(&mut self, task_id: &str, upstream_id: Id, upstream_created: (i64, i64)) {
-        let Some(task) = self.tasks.get_mut(task_id) else { return };
-        self.by_upstream.insert(upstream_id.clone(), task.task_id.clone());
+    pub fn set_upstream(&mut self, slot: Slot, upstream_id: Id, upstream_created: (i64, i64)) {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
+        self.by_upstream.insert(upstream_id.clone(), slot);
         task.upstream_id = Some(upstream_id);
         task.upstream_created = upstream_created;
     }
 
-    /// The gateway task of an upstream id.
-    pub fn task_of_upstream(&self, upstream_id: &str) -> Option<&Tracked> {
-        self.by_upstream.get(upstream_id).and_then(|id| self.tasks.get(id))
-    }
-
     /// A list reported the task's upstream creation time: later windows can be exact.
-    pub fn set_upstream_created(&mut self, task_id: &str, created_ms: i64) {
-        if let Some(task) = self.tasks.get_mut(task_id) {
+    pub fn set_upstream_created(&mut self, slot: Slot, created_ms: i64) {
+        if let Some(task) = self.get_mut(slot) {
             task.upstream_created = (created_ms, created_ms);
         }
     }
 
-    pub fn set_running(&mut self, task_id: &str, running: bool) {
-        if let Some(task) = self.tasks.get_mut(task_id) {
+    pub fn set_running(&mut self, slot: Slot, running: bool) {
+        if let Some(task) = self.get_mut(slot) {
             task.running = running;
         }
     }
 
     /// Every idle task due by `until`, marked [`TAKEN`], with its due time.
-    pub fn take_due(&mut self, until: i64) -> Vec<(Id, i64)> {
+    pub fn take_due(&mut self, until: i64) -> Vec<(Slot, i64)> {
         let mut taken = Vec::new();
-        while let Some((due, _)) = self.due.first()
-            && *due <= until
+        while let Some(&(due, slot)) = self.due.first()
+            && due <= until
         {
-            let Some((due, id)) = self.due.pop_first() else { break };
-            if let Some(task) = self.tasks.get_mut(&id) {
+            self.due.pop_first();
+            if let Some(task) = self.get_mut(slot) {
                 task.holder = TAKEN;
-                taken.push((id, due));
+                taken.push((slot, due));
             }
         }
         taken
     }
 
     /// Hands a task to job `ticket` (out of the due index).
-    pub fn hold(&mut self, task_id: &str, ticket: u64) {
-        let Some(task) = self.tasks.get_mut(task_id) else { return };
+    pub fn hold(&mut self, slot: Slot, ticket: u64) {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         if task.holder == IDLE {
-            self.due.remove(&(task.due_key, task.task_id.clone()));
+            self.due.remove(&(task.due_key, slot));
         }
         task.holder = ticket;
     }
 
     /// Job `holder` is done with a task: it is due again at `next`, or forgotten when `None` (it ended).
     /// Returns false (and changes nothing) when another job holds the task.
-    pub fn release(&mut self, task_id: &str, holder: u64, next: Option<i64>) -> bool {
-        let Some(task) = self.tasks.get_mut(task_id) else { return false };
+    pub fn release(&mut self, slot: Slot, holder: u64, next: Option<i64>) -> bool {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return false };
         if task.holder != holder {
             return false;
         }
         if holder == IDLE {
-            self.due.remove(&(task.due_key, task.task_id.clone()));
+            self.due.remove(&(task.due_key, slot));
         }
         match next {
             Some(due) => {
                 task.holder = IDLE;
                 task.due_key = due.min(task.deadline_ms);
-                self.due.insert((task.due_key, task.task_id.clone()));
+                self.due.insert((task.due_key, slot));
             }
-            None => self.remove(task_id),
+            None => self.remove(slot),
         }
         true
     }
 
-    fn remove(&mut self, task_id: &str) {
-        let Some(task) = self.tasks.remove(task_id) else { return };
+    fn remove(&mut self, slot: Slot) {
+        let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::take) else { return };
         if task.holder == IDLE {
-            self.due.remove(&(task.due_key, task.task_id.clone()));
+            self.due.remove(&(task.due_key, slot));
         }
+        self.by_task.remove(&task.task_id);
         if let Some(upstream_id) = &task.upstream_id {
             self.by_upstream.remove(upstream_id);
         }
+        self.free.push(slot);
     }
 
     /// Tasks tracked per creation second in `region` (the last 25 hours).
@@ -171,7 +191,9 @@ impl Tracker {
     pub fn prune_created(&mut self, now_ms: i64) {
         let cutoff = now_ms.div_euclid(1000) - CREATED_KEPT_S;
         for seconds in self.created.values_mut() {
-            *seconds = seconds.split_off(&cutoff);
+            if seconds.first_key_value().is_some_and(|(s, _)| *s < cutoff) {
+                *seconds = seconds.split_off(&cutoff);
+            }
         }
     }
 }
@@ -181,7 +203,7 @@ mod tests {
     use super::*;
 
     fn model() -> &'static ModelSpec {
-        crate::catalog::MODELS.iter().find(|m| m.expected_seconds > 0).unwrap_or(&crate::catalog::MODELS[0])
+        &crate::catalog::MODELS[0]
     }
 
     fn task(id: &str, upstream: &str) -> Tracked {
@@ -193,21 +215,21 @@ mod tests {
     #[test]
     fn due_tasks_are_taken_once_and_come_back_when_released() {
         let mut tracker = Tracker::default();
-        tracker.insert(task("a", "ua"), 10);
-        tracker.insert(task("b", "ub"), 20);
+        let a = tracker.insert(task("a", "ua"), 10);
+        let b = tracker.insert(task("b", "ub"), 20);
         tracker.insert(task("c", "uc"), 200_000);
-        let taken: Vec<_> = tracker.take_due(20).into_iter().map(|(id, due)| (id.to_string(), due)).collect();
-        assert_eq!(taken, vec![("a".to_string(), 10), ("b".to_string(), 20)]);
+        assert_eq!(tracker.insert(task("a", "ua"), 5), a, "tracked once");
+        assert_eq!(tracker.take_due(20), vec![(a, 10), (b, 20)]);
         assert!(tracker.take_due(50).is_empty());
-        tracker.hold("a", 7);
-        assert!(!tracker.release("a", 8, Some(30)), "a stale job changes nothing");
-        assert!(tracker.release("a", 7, Some(30)));
-        assert!(tracker.release("b", TAKEN, None));
-        assert!(tracker.get("b").is_none() && tracker.get("a").is_some());
-        assert!(tracker.task_of_upstream("ub").is_none());
-        assert_eq!(tracker.task_of_upstream("ua").map(|t| &*t.task_id), Some("a"));
-        // The deadline caps the due time.
-        assert_eq!(tracker.take_due(99_999).len(), 1);
+        tracker.hold(a, 7);
+        assert!(!tracker.release(a, 8, Some(30)), "a stale job changes nothing");
+        assert!(tracker.release(a, 7, Some(30)));
+        assert!(tracker.release(b, TAKEN, None));
+        assert!(tracker.get(b).is_none() && tracker.slot_of_upstream("ub").is_none());
+        assert_eq!(tracker.slot_of_upstream("ua"), Some(a));
+        // A freed slot is reused; the deadline caps the due time.
+        assert_eq!(tracker.insert(task("d", "ud"), 40), b);
+        assert_eq!(tracker.take_due(99_999).len(), 2);
         assert_eq!(tracker.take_due(100_000).len(), 1);
     }
 

@@ -187,10 +187,32 @@ pub struct TaskPage {
 #[derive(Debug, Clone)]
 pub struct ListedTask {
     pub task_id: String,
-    /// The upstream's status word (`PENDING`, `RUNNING`, `SUCCEEDED`, ...).
-    pub status: String,
+    pub status: ListedStatus,
     /// Creation time, epoch ms.
     pub gmt_create: Option<i64>,
+}
+
+/// A listed task's status (upstream-protocol.md section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedStatus {
+    Pending,
+    /// `RUNNING`, or `SUSPENDED` as some image models list.
+    Running,
+    /// `SUCCEEDED`, `FAILED`, `CANCELED` (or `CANCELLED`), `UNKNOWN`: only a task query tells the rest.
+    Ended,
+    /// A word this gateway does not know: worth a task query.
+    Unrecognized,
+}
+
+impl ListedStatus {
+    fn of(word: &str) -> ListedStatus {
+        match word {
+            "PENDING" => ListedStatus::Pending,
+            "RUNNING" | "SUSPENDED" => ListedStatus::Running,
+            "SUCCEEDED" | "FAILED" | "CANCELED" | "CANCELLED" | "UNKNOWN" => ListedStatus::Ended,
+            _ => ListedStatus::Unrecognized,
+        }
+    }
 }
 
 /// Lists tasks created in a window with key `key` of the region (modulo its key count).
@@ -202,9 +224,12 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
         request.page_no.max(1),
         request.page_size.max(1)
     );
-    let value =
-        answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await?;
-    task_page(&value)
+    let (status, body) =
+        raw_answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await?;
+    if !(200..300).contains(&status) {
+        return Err(error_of(status, &serde_json::from_slice(&body).unwrap_or_default()));
+    }
+    task_page(&body)
 }
 
 /// `YYYYMMDDhhmmss` in UTC+8, the list's time format, rounded down or up to a whole second.
@@ -216,26 +241,50 @@ fn compact_time(ms: i64, round_up: bool) -> String {
         .unwrap_or_default()
 }
 
-/// Reads a list answer; items without a task id or status are unreadable, the rest lenient.
-fn task_page(value: &Value) -> Result<TaskPage, UpstreamError> {
-    let data = value
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or_else(|| UpstreamError::Malformed("list without data".into()))?;
+/// A list answer as sent: read field by field straight from the bytes (a page can hold a thousand tasks),
+/// unknown fields skipped.
+#[derive(serde::Deserialize)]
+struct RawPage<'a> {
+    #[serde(default)]
+    total: Option<Value>,
+    #[serde(default)]
+    total_page: Option<Value>,
+    #[serde(default, borrow)]
+    data: Option<Vec<RawListed<'a>>>,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawListed<'a> {
+    #[serde(borrow)]
+    task_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    status: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    gmt_create: Option<Value>,
+}
+
+/// Reads a list answer; an answer with a `code` and no `data` is the upstream's error.
+fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
+    let raw: RawPage = serde_json::from_slice(body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    let Some(data) = raw.data else {
+        let code = raw.code.unwrap_or_else(|| "UnknownError".into());
+        return Err(UpstreamError::Answered { status: 200, code, message: raw.message.unwrap_or_default() });
+    };
     let number = |v: Option<&Value>| v.and_then(|n| n.as_i64().or_else(|| n.as_str().and_then(|s| s.parse().ok())));
+    let count = |v: Option<&Value>| number(v).map_or(0, |n| n.max(0) as u64);
     let tasks = data
-        .iter()
-        .map(|item| {
-            let text = |k: &str| item.get(k).and_then(Value::as_str).map(String::from);
-            Ok(ListedTask {
-                task_id: text("task_id").ok_or_else(|| UpstreamError::Malformed("listed task without id".into()))?,
-                status: text("status").ok_or_else(|| UpstreamError::Malformed("listed task without status".into()))?,
-                gmt_create: number(item.get("gmt_create")),
-            })
+        .into_iter()
+        .map(|item| ListedTask {
+            task_id: item.task_id.into_owned(),
+            status: ListedStatus::of(&item.status),
+            gmt_create: number(item.gmt_create.as_ref()),
         })
-        .collect::<Result<Vec<_>, UpstreamError>>()?;
-    let count = |k: &str| number(value.get(k)).map_or(0, |n| n.max(0) as u64);
-    Ok(TaskPage { total: count("total"), total_page: count("total_page"), tasks })
+        .collect();
+    Ok(TaskPage { total: count(raw.total.as_ref()), total_page: count(raw.total_page.as_ref()), tasks })
 }
 
 /// Cancels a PENDING task.
@@ -247,19 +296,35 @@ async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestE
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
+    let (status, body) = raw_answer(sent).await?;
+    let value: Value = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
+    let is_error = !(200..300).contains(&status) || (value.get("code").is_some() && value.get("output").is_none());
+    if is_error {
+        return Err(error_of(status, &value));
+    }
+    Ok(value)
+}
+
+/// The status and body of an answer.
+async fn raw_answer<S>(
+    sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
+) -> Result<(u16, bytes::Bytes), UpstreamError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
+{
     let mut response = sent.map_err(|e| match e {
         awc::error::SendRequestError::Timeout => UpstreamError::Timeout,
         other => UpstreamError::Transport(other.to_string()),
     })?;
     let status = response.status().as_u16();
     let body = response.body().limit(16 * 1024 * 1024).await.map_err(|e| UpstreamError::Transport(e.to_string()))?;
-    let value: Value = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
-    // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
-    let is_error = !(200..300).contains(&status) || (value.get("code").is_some() && value.get("output").is_none());
-    if is_error {
-        let code = value.get("code").and_then(Value::as_str).unwrap_or("UnknownError").to_string();
-        let message = value.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
-        return Err(UpstreamError::Answered { status, code, message });
-    }
-    Ok(value)
+    Ok((status, body))
+}
+
+/// The upstream's error answer.
+fn error_of(status: u16, value: &Value) -> UpstreamError {
+    let code = value.get("code").and_then(Value::as_str).unwrap_or("UnknownError").to_string();
+    let message = value.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+    UpstreamError::Answered { status, code, message }
 }
