@@ -1,5 +1,457 @@
-//! Scenario `poller_scale` (being built).
+//! Scenario `poller` (issue 5, poller at scale): 100k async video jobs in flight at once against the
+//! simulator, whose keys each allow 20 task queries (or list calls) per second.
+//!
+//! The simulator (core 1) runs with `KEYS` keys per region plus one the bench keeps for reading results
+//! afterwards, and a time scale that makes every job take tens of seconds; the gateway (core 0) has all
+//! `KEYS`. The bench submits `TASKS` jobs as fast as the gateway takes them, waits until every one is
+//! terminal, and reports the gateway's peak RSS and CPU, the upstream queries per finished task, the most
+//! queries any key made within one second, and the detection lag: the upstream's end time (from its task
+//! list) against the gateway's settlement time (the usage log's `at_ms`, written in the transaction that
+//! makes the task terminal, with `finished_ms`), for a sample of tasks linked through the admin task view.
+
+use crate::harness::{cpu_micros, free_port, http, met, percentile, rss_bytes, start, wait_listening};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Jobs in flight. The reported run uses 100k; `MEDIAGATE_BENCH_POLLER_TASKS` lowers it for a trial.
+const TASKS: usize = 100_000;
+/// Upstream keys the gateway gets for the region.
+const KEYS: usize = 128;
+/// The upstream's limit per key: task queries and list calls per second.
+const LIMIT: u64 = 20;
+/// Simulated jobs stay PENDING 1 s and RUNNING 3 s times this: 180 s in all, longer than submitting them
+/// takes here, so all of them are in flight at once.
+const TIME_SCALE: f64 = 45.0;
+const MIN_INTERVAL_MS: u64 = 1000;
+const MAX_INTERVAL_MS: u64 = 5000;
+const CONNECTIONS: usize = 8;
+/// Tasks whose detection lag is measured (every n-th submitted).
+const SAMPLE: usize = 5000;
+const RSS_TARGET: u64 = 300 * 1024 * 1024;
+/// Longest wait for the jobs to end once submitted, so the scenario stops by itself.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+const ADMIN: &str = "bench-admin";
+const BODY: &str = r#"{"model":"alpha2.6-t2v_t2v","prompt":"bench poller","duration":5}"#;
+
+/// What the run measured.
+struct Figures {
+    tasks: usize,
+    submitted: usize,
+    submit_errors: usize,
+    submit_seconds: f64,
+    finished: u64,
+    succeeded: u64,
+    drain_seconds: f64,
+    rss_peak: u64,
+    in_flight_peak: u64,
+    store_bytes: u64,
+    cpu_seconds: f64,
+    queries: u64,
+    max_per_second: u64,
+    keys_used: usize,
+    lags_ms: Vec<f64>,
+}
 
 pub fn run() -> String {
-    String::new()
+    let tasks = std::env::var("MEDIAGATE_BENCH_POLLER_TASKS").ok().and_then(|n| n.parse().ok()).unwrap_or(TASKS);
+    let bin = crate::harness::bin_dir().join("mediagate");
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sim_addr = format!("127.0.0.1:{}", free_port());
+    let gw_addr = format!("127.0.0.1:{}", free_port());
+    let (keys_flag, limit_flag, scale_flag) = ((KEYS + 1).to_string(), LIMIT.to_string(), TIME_SCALE.to_string());
+    let sim_args = ["simulate", "--listen", &sim_addr, "--time-scale", &scale_flag, "--key-prefix", "bench"];
+    let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--query-qps", &limit_flag]).collect();
+    let _sim = start(1, &bin, &sim_args, &[]);
+    let data = tmp.path().join("gateway");
+    let key_out = std::process::Command::new(&bin)
+        .args(["keys", "create", "--account", "bench", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = String::from_utf8_lossy(&key_out.stdout).trim().to_string();
+    let config = tmp.path().join("config.yaml");
+    let config_text = format!(
+        "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
+         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: BENCH_UPSTREAM_KEYS}}\n\
+         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n\
+         poller: {{queries_per_second: {LIMIT}, min_interval_ms: {MIN_INTERVAL_MS}, max_interval_ms: {MAX_INTERVAL_MS}}}\n",
+        data.display()
+    );
+    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    let upstream_keys: Vec<String> = (1..=KEYS).map(|n| sim_key(n)).collect();
+    let config_arg = config.display().to_string();
+    let gateway = start(
+        0,
+        &bin,
+        &["serve", "--config", &config_arg],
+        &[("BENCH_UPSTREAM_KEYS", &upstream_keys.join(",")), ("BENCH_ADMIN", ADMIN)],
+    );
+    wait_listening(&sim_addr);
+    wait_listening(&gw_addr);
+    let admin = format!("Bearer {ADMIN}");
+    let json = ("Content-Type", "application/json");
+    let (status, _) = http(
+        &gw_addr,
+        "POST",
+        "/admin/v1/accounts/bench/top-up",
+        &[("Authorization", &admin), json],
+        r#"{"amount": 1000000000000000}"#,
+    );
+    assert_eq!(status, 200, "top-up failed");
+
+    let began_ms = now_ms();
+    let (rss_peak, in_flight_peak) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (rss, in_flight, sampling) = (rss_peak.clone(), in_flight_peak.clone(), sampling.clone());
+        let (pid, addr) = (gateway.pid(), gw_addr.clone());
+        std::thread::spawn(move || {
+            for tick in 0u64.. {
+                if !sampling.load(Ordering::Relaxed) {
+                    break;
+                }
+                rss.fetch_max(rss_bytes(pid), Ordering::Relaxed);
+                if tick % 10 == 0 {
+                    in_flight.fetch_max(metric(&addr, "mediagate_tasks_in_flight ") as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let cpu_before = cpu_micros(gateway.pid());
+    eprintln!("poller: submitting {tasks} jobs");
+    let submit_start = Instant::now();
+    let (ids, submit_errors) = submit(&gw_addr, &key, tasks);
+    let submit_seconds = submit_start.elapsed().as_secs_f64();
+    eprintln!("poller: {} accepted in {submit_seconds:.1} s; waiting for them to end", ids.len());
+    let drain_start = Instant::now();
+    let (finished, succeeded) = drain(&gw_addr, ids.len() as u64);
+    let drain_seconds = drain_start.elapsed().as_secs_f64();
+    let cpu_seconds = (cpu_micros(gateway.pid()) - cpu_before) / 1e6;
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
+    let stats = get_json(&sim_addr, "/_sim/query-stats", "");
+    let per_key = stats["per_key"].as_array().cloned().unwrap_or_default();
+    eprintln!("poller: all ended; reading end times for the lag sample");
+    let lags_ms = detection_lags(&sim_addr, &gw_addr, &ids, began_ms - 5000, now_ms() + 5000);
+    let figures = Figures {
+        tasks,
+        submitted: ids.len(),
+        submit_errors,
+        submit_seconds,
+        finished,
+        succeeded,
+        drain_seconds,
+        rss_peak: rss_peak.load(Ordering::Relaxed),
+        in_flight_peak: in_flight_peak.load(Ordering::Relaxed),
+        store_bytes: std::fs::metadata(data.join("mediagate.redb")).map_or(0, |m| m.len()),
+        cpu_seconds,
+        queries: stats["queries"].as_u64().unwrap_or(0),
+        max_per_second: stats["max_per_second"].as_u64().unwrap_or(0),
+        keys_used: per_key.len(),
+        lags_ms,
+    };
+    render(&figures)
+}
+
+/// The simulator's `n`-th key of the region (from 1).
+fn sim_key(n: usize) -> String {
+    if n == 1 { "bench-cn-beijing".into() } else { format!("bench-cn-beijing-{n}") }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A keep-alive HTTP/1.1 connection that reads whole answers (status and body).
+struct Connection {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Connection {
+    fn open(addr: &str) -> std::io::Result<Connection> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Connection { writer: stream.try_clone()?, reader: BufReader::new(stream) })
+    }
+
+    fn call(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+        self.writer.write_all(request)?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; length];
+        self.reader.read_exact(&mut body)?;
+        Ok((status, body))
+    }
+}
+
+fn request(addr: &str, method: &str, path: &str, auth: &str, body: &str) -> Vec<u8> {
+    let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n", body.len());
+    if !auth.is_empty() {
+        text.push_str(&format!("Authorization: Bearer {auth}\r\n"));
+    }
+    if !body.is_empty() {
+        text.push_str("Content-Type: application/json\r\n");
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    text.into_bytes()
+}
+
+/// Submits `count` jobs over `CONNECTIONS` connections; returns the accepted task ids and the refusals.
+fn submit(addr: &str, key: &str, count: usize) -> (Vec<String>, usize) {
+    let bytes = Arc::new(request(addr, "POST", "/v1/videos/generations", key, BODY));
+    let threads: Vec<_> = (0..CONNECTIONS)
+        .map(|c| {
+            let (addr, bytes) = (addr.to_string(), bytes.clone());
+            let share = count / CONNECTIONS + usize::from(c < count % CONNECTIONS);
+            std::thread::spawn(move || {
+                let (mut ids, mut errors) = (Vec::with_capacity(share), 0usize);
+                let mut conn = Connection::open(&addr).ok();
+                for _ in 0..share {
+                    let answer = conn.as_mut().map(|c| c.call(&bytes));
+                    match answer {
+                        Some(Ok((200, body))) => {
+                            let value: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            match value["task_id"].as_str() {
+                                Some(id) => ids.push(id.to_string()),
+                                None => errors += 1,
+                            }
+                        }
+                        Some(Ok(_)) => errors += 1,
+                        _ => {
+                            errors += 1;
+                            conn = Connection::open(&addr).ok();
+                        }
+                    }
+                }
+                (ids, errors)
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(count);
+    let mut errors = 0;
+    for t in threads {
+        if let Ok((ids, e)) = t.join() {
+            all.extend(ids);
+            errors += e;
+        }
+    }
+    (all, errors)
+}
+
+/// Waits until the gateway's metrics count `count` finished tasks (or `DRAIN_LIMIT`); returns the finished
+/// and successful counts.
+fn drain(addr: &str, count: u64) -> (u64, u64) {
+    let deadline = Instant::now() + DRAIN_LIMIT;
+    let mut last_print = Instant::now();
+    loop {
+        let all = metric(addr, "mediagate_tasks_finished_total{") as u64;
+        if all >= count || Instant::now() > deadline {
+            return (all, metric(addr, "mediagate_tasks_finished_total{kind=\"success\"}") as u64);
+        }
+        if last_print.elapsed() > Duration::from_secs(10) {
+            eprintln!("poller: {all}/{count} ended");
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The sum of the gateway's metric lines starting with `prefix`.
+fn metric(addr: &str, prefix: &str) -> f64 {
+    let (_, text) = http(addr, "GET", "/metrics", &[], "");
+    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+fn get_json(addr: &str, path: &str, auth: &str) -> Value {
+    let auth = format!("Bearer {auth}");
+    let headers: &[(&str, &str)] = if auth.len() > 7 { &[("Authorization", &auth)] } else { &[] };
+    let (_, body) = http(addr, "GET", path, headers, "");
+    serde_json::from_str(&body).unwrap_or_default()
+}
+
+/// Detection lag (ms) of every `ids.len() / SAMPLE`-th task: gateway settlement time minus upstream end.
+fn detection_lags(sim: &str, gateway: &str, ids: &[String], from_ms: i64, to_ms: i64) -> Vec<f64> {
+    let ended = upstream_end_times(sim, from_ms, to_ms);
+    let settled = settlement_times(gateway);
+    let step = (ids.len() / SAMPLE).max(1);
+    let Ok(mut conn) = Connection::open(gateway) else { return Vec::new() };
+    let mut lags: Vec<f64> = ids
+        .iter()
+        .step_by(step)
+        .filter_map(|id| {
+            let (_, body) = conn.call(&request(gateway, "GET", &format!("/admin/v1/tasks/{id}"), ADMIN, "")).ok()?;
+            let task: Value = serde_json::from_slice(&body).ok()?;
+            let upstream_end = ended.get(task["upstream_task_id"].as_str()?)?;
+            Some((settled.get(id.as_str())? - upstream_end) as f64)
+        })
+        .collect();
+    lags.sort_by(|a, b| a.total_cmp(b));
+    lags
+}
+
+/// Upstream task id -> end time (epoch ms), from the simulator's own task list, read with the key the
+/// gateway does not have and paced under its limit (after the query stats were taken).
+fn upstream_end_times(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, i64> {
+    let compact = |ms: i64| {
+        let t = ms / 1000 + 8 * 3600;
+        let (days, secs) = (t.div_euclid(86400), t.rem_euclid(86400));
+        let (y, m, d) = civil_from_days(days);
+        format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+    };
+    let key = sim_key(KEYS + 1);
+    let mut ended = HashMap::new();
+    let Ok(mut conn) = Connection::open(sim) else { return ended };
+    for page in 1.. {
+        let path = format!(
+            "/cn-beijing/api/v1/tasks?start_time={}&end_time={}&page_no={page}&page_size=1000",
+            compact(from_ms),
+            compact(to_ms + 1000)
+        );
+        std::thread::sleep(Duration::from_millis(1000 / (LIMIT - 4)));
+        let Ok((200, body)) = conn.call(&request(sim, "GET", &path, &key, "")) else { break };
+        let value: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let data = value["data"].as_array().cloned().unwrap_or_default();
+        for item in &data {
+            if let (Some(id), Some(end)) = (item["task_id"].as_str(), item["end_time"].as_i64()) {
+                ended.insert(id.to_string(), end);
+            }
+        }
+        if data.is_empty() || page >= value["total_page"].as_u64().unwrap_or(0) {
+            break;
+        }
+    }
+    ended
+}
+
+/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Gateway task id -> settlement time (epoch ms), from the usage log.
+fn settlement_times(gateway: &str) -> HashMap<String, i64> {
+    let Ok(mut conn) = Connection::open(gateway) else { return HashMap::new() };
+    let Ok((_, body)) = conn.call(&request(gateway, "GET", "/admin/v1/usage?account=bench", ADMIN, "")) else {
+        return HashMap::new();
+    };
+    String::from_utf8_lossy(&body)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|r| Some((r["task_id"].as_str()?.to_string(), r["at_ms"].as_i64()?)))
+        .collect()
+}
+
+/// Queries per task a task-by-task poller would make on this schedule for a job of `job_ms`.
+fn task_by_task_queries(job_ms: u64) -> u64 {
+    let clamp = |ms: u64| ms.clamp(MIN_INTERVAL_MS, MAX_INTERVAL_MS);
+    // First look at a quarter of the model's expected 120 s, then every fifth of the task's age.
+    let mut at = clamp(120_000 / 4);
+    let mut queries = 1;
+    while at < job_ms {
+        at += clamp(at / 5);
+        queries += 1;
+    }
+    queries
+}
+
+fn render(f: &Figures) -> String {
+    let lag = |p: f64| percentile(&f.lags_ms, p) / 1000.0;
+    let per_task = f.queries as f64 / f.finished.max(1) as f64;
+    let job_ms = (4000.0 * TIME_SCALE) as u64;
+    let all_ended = f.finished >= f.submitted as u64 && f.submitted == f.tasks;
+    let rss_mb = f.rss_peak as f64 / (1024.0 * 1024.0);
+    let lag_ok = !f.lags_ms.is_empty() && lag(0.99) * 1000.0 <= MAX_INTERVAL_MS as f64;
+    let mut out = format!(
+        "## Poller at scale (`alpha2.6-t2v_t2v`, {} jobs, {KEYS} upstream keys at {LIMIT} queries/s each)\n\n\
+         Simulator time scale {TIME_SCALE} (each job {} s: {} s PENDING, {} s RUNNING); poller intervals {MIN_INTERVAL_MS}..{MAX_INTERVAL_MS} ms, \
+         list pages of 1000. Jobs submitted over {CONNECTIONS} connections as fast as the gateway took them.\n\n",
+        f.tasks,
+        job_ms / 1000,
+        job_ms / 4000,
+        job_ms * 3 / 4000,
+    );
+    out.push_str("| figure | value | target |\n|---|---|---|\n");
+    out.push_str(&format!(
+        "| jobs accepted / refused | {} / {} ({:.0}/s over {:.1} s) | all accepted: {} |\n",
+        f.submitted,
+        f.submit_errors,
+        f.submitted as f64 / f.submit_seconds.max(0.001),
+        f.submit_seconds,
+        met(f.submitted == f.tasks)
+    ));
+    out.push_str(&format!(
+        "| jobs ended (success) | {} ({}), {:.1} s after the last submission | all ended: {} |\n",
+        f.finished,
+        f.succeeded,
+        f.drain_seconds,
+        met(all_ended)
+    ));
+    out.push_str(&format!(
+        "| jobs in flight at once (peak) | {} | {}: {} |\n",
+        f.in_flight_peak,
+        f.tasks,
+        met(f.in_flight_peak >= f.tasks as u64)
+    ));
+    out.push_str(&format!(
+        "| gateway RSS peak (store file at the end) | {rss_mb:.0} MB ({:.0} MB) | < 300 MB: {} |\n",
+        f.store_bytes as f64 / (1024.0 * 1024.0),
+        met(f.rss_peak < RSS_TARGET)
+    ));
+    out.push_str(&format!(
+        "| gateway CPU | {:.1} s ({:.0} us per job) | |\n",
+        f.cpu_seconds,
+        f.cpu_seconds * 1e6 / f.tasks.max(1) as f64
+    ));
+    out.push_str(&format!(
+        "| upstream queries per finished job (lists + task queries) | {per_task:.2} ({} in all) | task by task would need {} |\n",
+        f.queries,
+        task_by_task_queries(job_ms)
+    ));
+    out.push_str(&format!(
+        "| most queries one key made in one second | {} (over {} keys) | <= {LIMIT}: {} |\n",
+        f.max_per_second,
+        f.keys_used,
+        met(f.max_per_second <= LIMIT && f.queries > 0)
+    ));
+    out.push_str(&format!(
+        "| detection lag p50 / p99 / max ({} sampled jobs) | {:.2} / {:.2} / {:.2} s | p99 <= one poll interval ({:.0} s): {} |\n",
+        f.lags_ms.len(),
+        lag(0.5),
+        lag(0.99),
+        lag(1.0),
+        MAX_INTERVAL_MS as f64 / 1000.0,
+        met(lag_ok)
+    ));
+    out.push('\n');
+    out
 }
