@@ -83,7 +83,7 @@ pub fn run() -> String {
         data.display()
     );
     std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
-    let upstream_keys: Vec<String> = (1..=KEYS).map(|n| sim_key(n)).collect();
+    let upstream_keys: Vec<String> = (1..=KEYS).map(sim_key).collect();
     let config_arg = config.display().to_string();
     let gateway = start(
         0,
