@@ -24,9 +24,9 @@ const TASKS: usize = 100_000;
 const KEYS: usize = 128;
 /// The upstream's limit per key: task queries and list calls per second.
 const LIMIT: u64 = 20;
-/// Simulated jobs stay PENDING 1 s and RUNNING 3 s times this: 180 s in all, longer than submitting them
-/// takes here, so all of them are in flight at once.
-const TIME_SCALE: f64 = 45.0;
+/// Simulated jobs stay PENDING 1 s and RUNNING 3 s times this: 240 s in all, longer than submitting them
+/// takes here (even on a busy machine), so all of them are in flight at once.
+const TIME_SCALE: f64 = 60.0;
 const MIN_INTERVAL_MS: u64 = 1000;
 const MAX_INTERVAL_MS: u64 = 5000;
 const CONNECTIONS: usize = 8;
