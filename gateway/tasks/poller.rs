@@ -14,7 +14,7 @@
 use super::keys::KeyRing;
 use super::results::{Observed, observe, status_of};
 use super::sweep::{self, Due, Plan};
-use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker};
+use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker, UpstreamCreated};
 use super::{fail, finish, now_ms};
 use crate::catalog::{Media, ModelSpec};
 use crate::config::PollerConfig;
@@ -280,8 +280,8 @@ impl Sweeper {
     /// The upstream created the task between the gateway's record and the forward's answer (`updated_ms`).
     fn learn_upstream(&mut self, slot: Slot, record: &TaskRecord) {
         if let Some(upstream_id) = &record.upstream_task_id {
-            let bounds = (record.created_ms, record.updated_ms.max(record.created_ms));
-            self.tracker.set_upstream(slot, Rc::from(upstream_id.as_str()), bounds);
+            let created = UpstreamCreated::Between(record.created_ms, record.updated_ms.max(record.created_ms));
+            self.tracker.set_upstream(slot, Rc::from(upstream_id.as_str()), created);
         }
     }
 
@@ -309,7 +309,7 @@ impl Sweeper {
         for (slot, due) in self.tracker.take_due(now + self.sweep_ms()) {
             crate::metrics::poll_lag(now - due);
             let Some(task) = self.tracker.get(slot) else { continue };
-            let (region, bounds) = (task.model.region, task.upstream_created);
+            let (region, created) = (task.model.region, task.upstream_created);
             if now >= task.deadline_ms {
                 let (task, ticket) = (task.task_id.clone(), self.ticket());
                 self.tracker.hold(slot, ticket);
@@ -320,7 +320,12 @@ impl Sweeper {
                 let later = now + self.config().max_interval_ms as i64;
                 self.tracker.release(slot, TAKEN, Some(later));
             } else {
-                let due = Due { task: slot, earliest_ms: bounds.0 - skew, latest_ms: bounds.1 + skew };
+                // An estimate by the gateway's clock is widened for the upstream's; a reported time is exact.
+                let (earliest_ms, latest_ms) = match created {
+                    UpstreamCreated::Between(earliest, latest) => (earliest - skew, latest + skew),
+                    UpstreamCreated::At(at) => (at, at),
+                };
+                let due = Due { task: slot, earliest_ms, latest_ms };
                 due_by_region.entry(region).or_default().push(due);
             }
         }

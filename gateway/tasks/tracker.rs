@@ -19,6 +19,15 @@ pub const TAKEN: u64 = u64::MAX;
 /// Per region, tasks per creation second, kept this long (the upstream lists tasks for 24 hours).
 const CREATED_KEPT_S: i64 = 25 * 3600;
 
+/// When the upstream created a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamCreated {
+    /// Between these times by the gateway's clock (epoch ms).
+    Between(i64, i64),
+    /// As the upstream reported it (epoch ms).
+    At(i64),
+}
+
 /// What the poller keeps of one in-flight task.
 #[derive(Debug)]
 pub struct Tracked {
@@ -27,8 +36,9 @@ pub struct Tracked {
     pub model: &'static ModelSpec,
     /// The gateway's creation time (epoch ms): the task's age.
     pub created_ms: i64,
-    /// Bounds of the upstream's creation time (epoch ms); equal once a list has reported it.
-    pub upstream_created: (i64, i64),
+    /// The upstream's creation time (epoch ms): estimated from the gateway's clock as lying between the
+    /// record's creation and the forward's answer, exact once a list has reported it.
+    pub upstream_created: UpstreamCreated,
     pub deadline_ms: i64,
     /// Recorded as running (or being recorded).
     pub running: bool,
@@ -45,7 +55,7 @@ impl Tracked {
             upstream_id: None,
             model,
             created_ms,
-            upstream_created: (created_ms, created_ms),
+            upstream_created: UpstreamCreated::Between(created_ms, created_ms),
             deadline_ms,
             running: false,
             holder: IDLE,
@@ -105,7 +115,7 @@ impl Tracker {
     }
 
     /// Records the upstream id (and creation bounds) of a task submitted after it was first tracked.
-    pub fn set_upstream(&mut self, slot: Slot, upstream_id: Id, upstream_created: (i64, i64)) {
+    pub fn set_upstream(&mut self, slot: Slot, upstream_id: Id, upstream_created: UpstreamCreated) {
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         self.by_upstream.insert(upstream_id.clone(), slot);
         task.upstream_id = Some(upstream_id);
@@ -115,7 +125,7 @@ impl Tracker {
     /// A list reported the task's upstream creation time: later windows can be exact.
     pub fn set_upstream_created(&mut self, slot: Slot, created_ms: i64) {
         if let Some(task) = self.get_mut(slot) {
-            task.upstream_created = (created_ms, created_ms);
+            task.upstream_created = UpstreamCreated::At(created_ms);
         }
     }
 
