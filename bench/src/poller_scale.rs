@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Jobs in flight. The reported run uses 100k; `MEDIAGATE_BENCH_POLLER_TASKS` lowers it for a trial.
+/// Jobs in flight. The reported run uses 100k; `MEDIAGATE_BENCH_POLLER_TASKS` lowers it for a trial (and
+/// `MEDIAGATE_BENCH_POLLER_SCALE` shortens the jobs).
 const TASKS: usize = 100_000;
 /// Upstream keys the gateway gets for the region.
 const KEYS: usize = 128;
@@ -41,6 +42,7 @@ const BODY: &str = r#"{"model":"alpha2.6-t2v_t2v","prompt":"bench poller","durat
 /// What the run measured.
 struct Figures {
     tasks: usize,
+    scale: f64,
     submitted: usize,
     submit_errors: usize,
     submit_seconds: f64,
@@ -59,11 +61,13 @@ struct Figures {
 
 pub fn run() -> String {
     let tasks = std::env::var("MEDIAGATE_BENCH_POLLER_TASKS").ok().and_then(|n| n.parse().ok()).unwrap_or(TASKS);
+    let scale: f64 =
+        std::env::var("MEDIAGATE_BENCH_POLLER_SCALE").ok().and_then(|n| n.parse().ok()).unwrap_or(TIME_SCALE);
     let bin = crate::harness::bin_dir().join("mediagate");
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sim_addr = format!("127.0.0.1:{}", free_port());
     let gw_addr = format!("127.0.0.1:{}", free_port());
-    let (keys_flag, limit_flag, scale_flag) = ((KEYS + 1).to_string(), LIMIT.to_string(), TIME_SCALE.to_string());
+    let (keys_flag, limit_flag, scale_flag) = ((KEYS + 1).to_string(), LIMIT.to_string(), scale.to_string());
     let sim_args = ["simulate", "--listen", &sim_addr, "--time-scale", &scale_flag, "--key-prefix", "bench"];
     let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--query-qps", &limit_flag]).collect();
     let _sim = start(1, &bin, &sim_args, &[]);
@@ -141,6 +145,7 @@ pub fn run() -> String {
     let lags_ms = detection_lags(&sim_addr, &gw_addr, &ids, began_ms - 5000, now_ms() + 5000);
     let figures = Figures {
         tasks,
+        scale,
         submitted: ids.len(),
         submit_errors,
         submit_seconds,
@@ -387,15 +392,16 @@ fn task_by_task_queries(job_ms: u64) -> u64 {
 fn render(f: &Figures) -> String {
     let lag = |p: f64| percentile(&f.lags_ms, p) / 1000.0;
     let per_task = f.queries as f64 / f.finished.max(1) as f64;
-    let job_ms = (4000.0 * TIME_SCALE) as u64;
+    let job_ms = (4000.0 * f.scale) as u64;
     let all_ended = f.finished >= f.submitted as u64 && f.submitted == f.tasks;
     let rss_mb = f.rss_peak as f64 / (1024.0 * 1024.0);
     let lag_ok = !f.lags_ms.is_empty() && lag(0.99) * 1000.0 <= MAX_INTERVAL_MS as f64;
     let mut out = format!(
         "## Poller at scale (`alpha2.6-t2v_t2v`, {} jobs, {KEYS} upstream keys at {LIMIT} queries/s each)\n\n\
-         Simulator time scale {TIME_SCALE} (each job {} s: {} s PENDING, {} s RUNNING); poller intervals {MIN_INTERVAL_MS}..{MAX_INTERVAL_MS} ms, \
+         Simulator time scale {} (each job {} s: {} s PENDING, {} s RUNNING); poller intervals {MIN_INTERVAL_MS}..{MAX_INTERVAL_MS} ms, \
          list pages of 1000. Jobs submitted over {CONNECTIONS} connections as fast as the gateway took them.\n\n",
         f.tasks,
+        f.scale,
         job_ms / 1000,
         job_ms / 4000,
         job_ms * 3 / 4000,
