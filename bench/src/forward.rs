@@ -1,10 +1,13 @@
 //! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
-use crate::harness::{ROUNDS, cpu_micros, free_port, http, median, met, start, wait_listening};
-use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate};
+use crate::harness::{ROUNDS, cpu_micros, rss_bytes, free_port, http, median, met, start, wait_listening};
+use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
 use std::process::Command;
 use std::time::Duration;
+
+/// Clients submitting at once in the async lane: durable commits are shared by the writes waiting together.
+const SUBMIT_CONNECTIONS: usize = 64;
 
 struct Lane {
     name: &'static str,
@@ -23,26 +26,58 @@ struct Figures {
     p99_1k: Vec<f64>,
     p50_5k: Vec<f64>,
     p99_5k: Vec<f64>,
+    /// RSS growth per request in flight, in KiB.
+    memory_per_request: Vec<f64>,
     errors: u64,
 }
 
+/// Requests held in flight at once for the memory figure.
+const MEMORY_CONNECTIONS: usize = 256;
+
 fn measure(lane: &Lane, figures: &mut Figures) {
     let before = lane.pid.map(cpu_micros);
-    let max: Outcome = closed_loop(&lane.request, 16, Duration::from_secs(4));
+    let max: Outcome = saturate(&lane.request, 16, Duration::from_secs(4));
     if let (Some(pid), Some(before)) = (lane.pid, before) {
         figures.cpu_per_request.push((cpu_micros(pid) - before) / max.requests.max(1) as f64);
     }
     figures.throughput.push(max.rate());
     let one = closed_loop(&lane.request, 1, Duration::from_secs(2));
-    figures.p50_1conn.push(one.percentile(0.5));
-    figures.p99_1conn.push(one.percentile(0.99));
+    figures.p50_1conn.push(one.p50);
+    figures.p99_1conn.push(one.p99);
     let k1 = fixed_rate(&lane.request, 8, 1000.0, Duration::from_secs(3));
-    figures.p50_1k.push(k1.percentile(0.5));
-    figures.p99_1k.push(k1.percentile(0.99));
+    figures.p50_1k.push(k1.p50);
+    figures.p99_1k.push(k1.p99);
     let k5 = fixed_rate(&lane.request, 32, 5000.0, Duration::from_secs(3));
-    figures.p50_5k.push(k5.percentile(0.5));
-    figures.p99_5k.push(k5.percentile(0.99));
-    figures.errors += max.errors + one.errors + k1.errors + k5.errors;
+    figures.p50_5k.push(k5.p50);
+    figures.p99_5k.push(k5.p99);
+    let mut errors = max.errors + one.errors + k1.errors + k5.errors;
+    if let Some(pid) = lane.pid {
+        let (grown, wide) = rss_growth(pid, || saturate(&lane.request, MEMORY_CONNECTIONS, Duration::from_secs(3)));
+        figures.memory_per_request.push(grown as f64 / 1024.0 / MEMORY_CONNECTIONS as f64);
+        errors += wide.errors;
+    }
+    figures.errors += errors;
+}
+
+/// Runs `load` while sampling `pid`'s RSS; returns the peak growth over the RSS before, in bytes.
+fn rss_growth(pid: u32, load: impl FnOnce() -> Outcome) -> (u64, Outcome) {
+    let before = rss_bytes(pid);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_bytes(pid));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+    let outcome = load();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap_or(before);
+    (peak.saturating_sub(before), outcome)
 }
 
 /// Runs the sync and async figures; returns their report sections.
@@ -151,11 +186,11 @@ pub fn run() -> String {
     let read = Request::new(&gw_addr, "GET", &format!("/v1/tasks/{id}"), &[("Authorization", &auth)], "");
     for round in 0..ROUNDS {
         eprintln!("async round {}/{ROUNDS}", round + 1);
-        let s = closed_loop(&submit, 16, Duration::from_secs(4));
+        let s = saturate(&submit, SUBMIT_CONNECTIONS, Duration::from_secs(4));
         submits.push(s.rate());
-        submit_p50.push(s.percentile(0.5));
-        submit_p99.push(s.percentile(0.99));
-        reads.push(closed_loop(&read, 16, Duration::from_secs(4)).rate());
+        submit_p50.push(s.p50);
+        submit_p99.push(s.p99);
+        reads.push(saturate(&read, 16, Duration::from_secs(4)).rate());
     }
 
     render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads))
@@ -178,15 +213,20 @@ fn first_task_id(addr: &str, auth: &str) -> String {
 fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64) -> String {
     let mut out = String::new();
     out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
-    out.push_str("| lane | max req/s | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | errors |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| lane | max req/s | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | KiB per in-flight request | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (lane, f) in lanes.iter().zip(figures) {
         let cpu = if f.cpu_per_request.is_empty() {
             "-".to_string()
         } else {
             format!("{:.0}", median(f.cpu_per_request.clone()))
         };
+        let memory = if f.memory_per_request.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1}", median(f.memory_per_request.clone()))
+        };
         out.push_str(&format!(
-            "| {} | {:.0} | {cpu} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
+            "| {} | {:.0} | {cpu} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {memory} | {} |\n",
             lane.name,
             median(f.throughput.clone()),
             median(f.p50_1conn.clone()),
@@ -212,7 +252,7 @@ fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f
     ));
     out.push_str(&format!(
         "\n## Async (`alpha2.6-t2v_t2v`)\n\n| figure | value | target |\n|---|---|---|\n\
-         | durable submissions/s (16 conns) | {:.0} | >= 5000: {} |\n| submit p50 / p99 (us) | {:.0} / {:.0} | |\n\
+         | durable submissions/s ({SUBMIT_CONNECTIONS} conns) | {:.0} | >= 5000: {} |\n| submit p50 / p99 (us) | {:.0} / {:.0} | |\n\
          | `GET /v1/tasks/{{id}}` reads/s | {reads:.0} | >= 30000: {} |\n",
         submit.0,
         met(submit.0 >= 5000.0),

@@ -1,5 +1,7 @@
-//! A small HTTP/1.1 keep-alive load generator: closed loop for maximum throughput, or open loop at a fixed
-//! rate with latency measured from each request's scheduled time (no coordinated omission).
+//! Load: `wrk` (Debian's package, event-driven, so one core drives tens of thousands of requests per second)
+//! for maximum throughput, and a small in-repo HTTP/1.1 keep-alive generator for single-connection latency
+//! and for fixed rates, where latency is measured from each request's scheduled time (no coordinated
+//! omission). Without `wrk` on the PATH the in-repo generator measures throughput too.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -11,6 +13,10 @@ use std::time::{Duration, Instant};
 pub struct Request {
     pub addr: String,
     pub bytes: Arc<Vec<u8>>,
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: String,
 }
 
 impl Request {
@@ -21,7 +27,14 @@ impl Request {
         }
         text.push_str("\r\n");
         text.push_str(body);
-        Request { addr: addr.to_string(), bytes: Arc::new(text.into_bytes()) }
+        Request {
+            addr: addr.to_string(),
+            bytes: Arc::new(text.into_bytes()),
+            method: method.to_string(),
+            path: path.to_string(),
+            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            body: body.to_string(),
+        }
     }
 }
 
@@ -68,8 +81,9 @@ pub struct Outcome {
     pub requests: u64,
     pub errors: u64,
     pub seconds: f64,
-    /// Latencies in microseconds, sorted.
-    pub latencies: Vec<u64>,
+    /// Latency percentiles in microseconds.
+    pub p50: f64,
+    pub p99: f64,
 }
 
 impl Outcome {
@@ -77,13 +91,56 @@ impl Outcome {
         self.requests as f64 / self.seconds
     }
 
-    pub fn percentile(&self, p: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return 0.0;
-        }
-        let i = ((self.latencies.len() - 1) as f64 * p).round() as usize;
-        self.latencies[i] as f64
+}
+
+/// Maximum throughput over `connections`, with `wrk` when it is installed.
+pub fn saturate(request: &Request, connections: usize, duration: Duration) -> Outcome {
+    wrk(request, connections, duration).unwrap_or_else(|| closed_loop(request, connections, duration))
+}
+
+/// One `wrk` run (one thread, so it stays on the load core); `None` when wrk is missing or failed.
+fn wrk(request: &Request, connections: usize, duration: Duration) -> Option<Outcome> {
+    let script = tempfile::Builder::new().suffix(".lua").tempfile().ok()?;
+    let quote = |s: &str| format!("{s:?}");
+    let mut lua = format!("wrk.method = {}\nwrk.body = {}\n", quote(&request.method), quote(&request.body));
+    for (k, v) in &request.headers {
+        lua.push_str(&format!("wrk.headers[{}] = {}\n", quote(k), quote(v)));
     }
+    std::fs::write(script.path(), lua).ok()?;
+    let output = std::process::Command::new("wrk")
+        .args(["-t1", &format!("-c{connections}"), &format!("-d{}s", duration.as_secs().max(1)), "--latency", "-s"])
+        .arg(script.path())
+        .arg(format!("http://{}{}", request.addr, request.path))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let number_after = |label: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(label))?;
+        line.trim_start()[label.len()..].split_whitespace().next()?.parse().ok()
+    };
+    let latency = |label: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.trim_start().starts_with(label))?;
+        let value = line.split_whitespace().nth(1)?;
+        let (number, unit) = value.split_at(value.find(|c: char| c.is_ascii_alphabetic())?);
+        let scale = match unit {
+            "us" => 1.0,
+            "ms" => 1_000.0,
+            "s" => 1_000_000.0,
+            _ => return None,
+        };
+        Some(number.parse::<f64>().ok()? * scale)
+    };
+    let seconds = duration.as_secs_f64();
+    let rate = number_after("Requests/sec:")?;
+    let total = (rate * seconds) as u64;
+    let errors = number_after("Non-2xx or 3xx responses:").unwrap_or(0.0) as u64;
+    Some(Outcome {
+        requests: total.saturating_sub(errors),
+        errors,
+        seconds,
+        p50: latency("50%")?,
+        p99: latency("99%")?,
+    })
 }
 
 /// `connections` loops, each sending as fast as answers come, for `duration`.
@@ -145,5 +202,9 @@ fn run(request: &Request, connections: usize, duration: Duration, rate: Option<f
     let seconds = start.elapsed().as_secs_f64();
     let (requests, errors, mut latencies) = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
     latencies.sort_unstable();
-    Outcome { requests, errors, seconds, latencies }
+    let percentile = |p: f64| {
+        let i = ((latencies.len().max(1) - 1) as f64 * p).round() as usize;
+        latencies.get(i).copied().unwrap_or(0) as f64
+    };
+    Outcome { requests, errors, seconds, p50: percentile(0.5), p99: percentile(0.99) }
 }
