@@ -22,9 +22,6 @@ pub async fn run(
     extra: impl Fn(&mut web::ServiceConfig) + Clone + Send + 'static,
 ) -> std::io::Result<()> {
     let config = state.config.clone();
-    if let Ok(tasks) = state.store.in_flight() {
-        crate::metrics::set_in_flight(tasks.len() as i64);
-    }
     actix_web::rt::spawn(crate::tasks::poller::run(state.clone()));
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {

@@ -20,8 +20,12 @@ pub struct AppState {
 impl AppState {
     pub fn new(config: Arc<Config>, store: Store, upstreams: Upstreams) -> Result<AppState, String> {
         let switches = store.model_switches().map_err(|e| e.to_string())?;
+        // Read once: the in-flight slots, the gauge and the poller all start from it.
+        let in_flight = store.in_flight().map_err(|e| e.to_string())?;
         let limits = Limits::new(&config.limits);
-        limits.restore(store.in_flight().map_err(|e| e.to_string())?.into_iter().map(|t| t.account));
-        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller: Poller::default(), limits })
+        limits.restore(in_flight.iter().map(|t| t.account.clone()));
+        crate::metrics::set_in_flight(in_flight.len() as i64);
+        let poller = Poller::new(in_flight);
+        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller, limits })
     }
 }

@@ -34,6 +34,11 @@ pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("fun
 /// Usage log records by sequence number.
 pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 
+/// redb's page cache. Its default (1 GiB) keeps every page written, so the process would grow with the
+/// store file; recent tasks and the tables' upper levels fit well within this, and the OS page cache holds
+/// the rest.
+const CACHE_BYTES: usize = 64 << 20;
+
 /// A store failure; the detail is logged, the client sees `internal_error`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {0}")]
@@ -72,7 +77,7 @@ impl Store {
     /// Opens (or creates) `mediagate.redb` under `dir`, creating every table.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
-        let db = Database::create(dir.join("mediagate.redb"))?;
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create(dir.join("mediagate.redb"))?;
         let tx = db.begin_write()?;
         tx.open_table(ACCOUNTS)?;
         tx.open_table(KEYS)?;

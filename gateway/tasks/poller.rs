@@ -19,7 +19,7 @@ use super::{fail, finish, now_ms};
 use crate::catalog::{Media, ModelSpec};
 use crate::config::PollerConfig;
 use crate::state::AppState;
-use crate::store::{TaskError, TaskRecord, TaskStatus};
+use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
 use crate::upstream::client::{self, ListRequest, ListedStatus, ListedTask};
 use actix_web::web;
 use std::cell::Cell;
@@ -42,16 +42,17 @@ const RETRY_MS: i64 = 2000;
 pub struct Poller {
     tx: mpsc::UnboundedSender<(i64, String)>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<(i64, String)>>>,
-}
-
-impl Default for Poller {
-    fn default() -> Poller {
-        let (tx, rx) = mpsc::unbounded_channel();
-        Poller { tx, rx: Mutex::new(Some(rx)) }
-    }
+    /// The in-flight tasks read once at start-up, handed over when the poller starts.
+    resumed: Mutex<Vec<TaskRecord>>,
 }
 
 impl Poller {
+    /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up).
+    pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Poller { tx, rx: Mutex::new(Some(rx)), resumed: Mutex::new(in_flight) }
+    }
+
     /// Asks the poller to look at `task_id` at `due_ms`.
     pub fn schedule(&self, task_id: &str, due_ms: i64) {
         let _ = self.tx.send((due_ms, task_id.to_string()));
@@ -228,16 +229,12 @@ impl Sweeper {
         self.lanes.iter_mut().find(|l| l.region == region)
     }
 
-    /// Refills the tracker from the store's in-flight index.
+    /// Refills the tracker from the store's in-flight tasks, read once at start-up.
     fn resume(&mut self) {
-        match self.state.store.in_flight() {
-            Ok(tasks) => {
-                tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
-                for task in &tasks {
-                    self.track(task, task.next_poll_ms);
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "poller could not read in-flight tasks"),
+        let tasks = std::mem::take(&mut *self.state.poller.resumed.lock().unwrap_or_else(|e| e.into_inner()));
+        tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
+        for task in &tasks {
+            self.track(task, task.next_poll_ms);
         }
     }
 
@@ -705,16 +702,16 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
         StoreJob::MarkRunning { slot, task, next_poll_ms } => {
-            let (store, id) = (state.store.clone(), task.to_string());
-            let written = web::block(move || {
-                store.update_task(&id, &[TaskStatus::Queued], move |t| {
+            // Durable: a task query may say `running` as soon as it is written.
+            let written = state
+                .store
+                .change_task(&task, &[TaskStatus::Queued], Commit::Durable, move |t| {
                     t.status = TaskStatus::Running;
                     t.next_poll_ms = next_poll_ms;
                     t.updated_ms = now_ms();
                 })
-            })
-            .await;
-            Report::MarkedRunning { slot, task, written: matches!(written, Ok(Ok(_))) }
+                .await;
+            Report::MarkedRunning { slot, task, written: written.is_ok() }
         }
     };
     let _ = reports.send(report);
