@@ -476,9 +476,8 @@ fn pin_self(cores: &str) {
         .status();
 }
 
-/// What start-up reads, timed in this process on a clean copy: the open, then `Store::in_flight()`
-/// twice (the gateway calls it three times before its poller runs: `AppState::new`, `server::run`,
-/// `poller::run`). Returns (open, first in_flight, second in_flight).
+/// What start-up reads before it serves, timed in this process on a clean copy: the open, then
+/// `Store::in_flight()` cold and again warm. Returns (open, first in_flight, second in_flight).
 fn startup_reads(filled: &Filled, dir: &Path) -> Result<[Duration; 3], String> {
     fresh_copy(filled, dir)?;
     let began = Instant::now();
@@ -633,9 +632,8 @@ fn scenario() -> Result<String, String> {
          redb found the file cleanly closed after {left_clean} of {} SIGTERM stops and {killed} the SIGKILL; a \
          file not closed cleanly costs a full repair on the next open unless its last commit recorded the \
          allocator state. In this process on a clean copy: `Store::open` {:.0} ms, `Store::in_flight()` of \
-         {IN_FLIGHT} tasks {:.0} ms, then {:.0} ms again (start-up calls it three times). The fill writes no \
-         ledger or usage-log rows for its tasks (`add_task` without a hold); start-up does not read those \
-         tables.\n\n",
+         {IN_FLIGHT} tasks {:.0} ms cold, {:.0} ms warm. The fill writes no ledger or usage-log rows for its \
+         tasks (`add_task` without a hold); start-up does not read those tables.\n\n",
         bytes as f64 / 1048576.0,
         MODELS.len(),
         full.took.as_secs_f64(),
