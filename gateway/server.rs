@@ -36,7 +36,12 @@ pub async fn run(
     if config.workers > 0 {
         server = server.workers(config.workers);
     }
-    server.listen(listener)?.run().await
+    let served = server.listen(listener)?.run().await;
+    // The process may exit before every handle to the store is dropped: leave a file that opens fast.
+    if let Err(e) = state.store.close() {
+        tracing::error!(error = %e, "could not close the store");
+    }
+    served
 }
 
 /// Binds the configured address.

@@ -115,6 +115,12 @@ impl Store {
         self.writer.queue(commit, op)
     }
 
+    /// Commits every queued write and stops taking writes, leaving a file the next start opens without a
+    /// full repair. Call once the server has stopped.
+    pub fn close(&self) -> Result<(), StoreError> {
+        self.writer.close()
+    }
+
     /// Resolves once every write queued before it is on disk: for answers that repeat state another
     /// request wrote (an idempotent replay) and must not get ahead of its commit.
     pub fn barrier(&self) -> Pending<()> {

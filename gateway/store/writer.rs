@@ -38,6 +38,10 @@ pub enum Commit {
 
 trait Job: Send {
     fn commit(&self) -> Commit;
+    /// The writer's last write: see [`Writer::close`].
+    fn closes(&self) -> bool {
+        false
+    }
     fn run(&mut self, tx: &WriteTransaction) -> Result<(), StoreError>;
     fn deliver(self: Box<Self>, outcome: Result<(), StoreError>);
 }
@@ -67,6 +71,28 @@ impl<T: Send, F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send> Job 
             Reply::Async(reply) => reply.send(answer).map_err(drop),
             Reply::Blocking(reply) => reply.send(answer).map_err(drop),
         };
+    }
+}
+
+/// The last write: commits what is queued with redb's allocator state recorded (quick repair), so the next
+/// open needs no full repair even if the process exits before the database handle drops.
+struct Close(mpsc::SyncSender<Result<(), StoreError>>);
+
+impl Job for Close {
+    fn commit(&self) -> Commit {
+        Commit::Durable
+    }
+
+    fn closes(&self) -> bool {
+        true
+    }
+
+    fn run(&mut self, _: &WriteTransaction) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn deliver(self: Box<Self>, outcome: Result<(), StoreError>) {
+        let _ = self.0.send(outcome);
     }
 }
 
@@ -147,6 +173,15 @@ impl Writer {
         answer.recv().map_err(|_| dropped())?
     }
 
+    /// Commits every queued write and stops the writer (later writes fail): for a stopping process, which
+    /// may exit before the last `Store` clone drops and closes the file.
+    pub(crate) fn close(&self) -> Result<(), StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let queue = self.shared.queue.as_ref().ok_or_else(|| StoreError::new("the store writer has stopped"))?;
+        queue.send(Box::new(Close(reply))).map_err(|_| StoreError::new("the store writer has stopped"))?;
+        answer.recv().map_err(|_| dropped())?
+    }
+
     fn send<T, F>(&self, commit: Commit, op: F, reply: Reply<T>) -> Result<(), StoreError>
     where
         T: Send + 'static,
@@ -168,8 +203,12 @@ fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
             }
         }
         let outcome = commit(db, &mut batch);
+        let closing = batch.iter().any(|job| job.closes());
         for job in batch {
             job.deliver(outcome.clone());
+        }
+        if closing {
+            return;
         }
     }
 }
@@ -178,6 +217,7 @@ fn commit(db: &Database, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
     let mut tx = db.begin_write()?;
     let durable = batch.iter().any(|job| job.commit() == Commit::Durable);
     tx.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
+    tx.set_quick_repair(batch.iter().any(|job| job.closes()));
     for job in batch.iter_mut() {
         job.run(&tx)?;
     }
