@@ -222,14 +222,15 @@ async fn run_sync(
     let found = results::results(&output, admitted.model.media);
     let usage = answer.get("usage").cloned();
     let (stored_results, stored_usage) = (found.clone(), usage.clone());
+    // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
         t.results = stored_results;
         t.usage = stored_usage;
     })
-    .await?;
+    .await?
+    .ok_or_else(|| ApiError::internal("the synchronous task was not recorded"))?;
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
-    let projected = finished.as_ref().and_then(|t| {
-        let billing = TaskBilling::of(t)?;
+    let projected = TaskBilling::of(&finished).and_then(|billing| {
         let list_price = billing.settlement.as_ref()?.list_price;
         equivalent::tokens(admitted.model, list_price, billing.baseline, usage.as_ref())
     });
