@@ -1,7 +1,7 @@
 //! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
-use crate::harness::{ROUNDS, cpu_micros, rss_bytes, free_port, http, median, met, start, wait_listening};
+use crate::harness::{ROUNDS, cpu_micros, free_port, http, median, met, rss_bytes, start, wait_listening};
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
 use std::process::Command;
 use std::time::Duration;

@@ -90,7 +90,6 @@ impl Outcome {
     pub fn rate(&self) -> f64 {
         self.requests as f64 / self.seconds
     }
-
 }
 
 /// Maximum throughput over `connections`, with `wrk` when it is installed.

@@ -220,12 +220,10 @@ fn insert_op(
             }
         }
         let split = match hold {
-            Some(hold) => {
-                match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
-                    Ok(split) => split,
-                    Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
-                }
-            }
+            Some(hold) => match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
+                Ok(split) => split,
+                Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
+            },
             None => Vec::new(),
         };
         if let Some((key, record)) = &idempotency {
