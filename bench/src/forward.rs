@@ -1,9 +1,8 @@
 //! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
-use crate::harness::{ROUNDS, cpu_micros, free_port, http, median, met, rss_bytes, start, wait_listening};
+use crate::harness::{ROUNDS, cpu_micros, create_key, free_port, http, median, met, rss_bytes, start, wait_listening};
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
-use std::process::Command;
 use std::time::Duration;
 
 /// Clients submitting at once in the async lane: durable commits are shared by the writes waiting together.
@@ -94,12 +93,7 @@ pub fn run() -> String {
     let _sim =
         start(1, &mediagate, &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"], &[]);
     let data = tmp.path().join("gateway");
-    let key_out = Command::new(&mediagate)
-        .args(["keys", "create", "--account", "bench", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let key = String::from_utf8_lossy(&key_out.stdout).trim().to_string();
+    let key = create_key(&mediagate, "bench", &data);
     let config = tmp.path().join("config.yaml");
     let config_text = format!(
         "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\

@@ -1,6 +1,7 @@
 //! What every scenario shares: starting pinned server processes, waiting for them, and reading their CPU
 //! time and memory from /proc.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -35,6 +36,16 @@ impl Server {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let _ = self.child.wait();
     }
+}
+
+/// Creates an API key for `account` in the store at `data_dir` (the gateway not running yet).
+pub fn create_key(mediagate: &Path, account: &str, data_dir: &Path) -> String {
+    let out = Command::new(mediagate)
+        .args(["keys", "create", "--account", account, "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", mediagate.display()));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 pub fn free_port() -> u16 {
@@ -102,9 +113,24 @@ pub fn met(ok: bool) -> &'static str {
     if ok { "met" } else { "NOT met" }
 }
 
-/// A minimal blocking HTTP/1.1 call (one connection, `Connection: close`); returns status and body.
+/// [`call`] with a deadline long enough for any bench request.
 pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
+    call(addr, method, path, headers, body, Duration::from_secs(60))
+}
+
+/// One HTTP/1.1 call (one connection, `Connection: close`) with a deadline; status and body, status 0 if the
+/// connection was refused or nothing answered in time.
+pub fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+    timeout: Duration,
+) -> (u16, String) {
+    let Ok(socket) = addr.parse() else { return (0, String::new()) };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&socket, timeout) else { return (0, String::new()) };
+    let _ = stream.set_read_timeout(Some(timeout));
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
     for (k, v) in headers {
@@ -112,11 +138,12 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     }
     request.push_str("\r\n");
     request.push_str(body);
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return (0, String::new()) };
-    let _ = stream.write_all(request.as_bytes());
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
     let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }

@@ -38,20 +38,21 @@ impl Request {
     }
 }
 
-struct Connection {
+/// A keep-alive HTTP/1.1 connection that reads whole answers.
+pub struct Connection {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
 }
 
 impl Connection {
-    fn open(addr: &str) -> std::io::Result<Connection> {
+    pub fn open(addr: &str) -> std::io::Result<Connection> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         Ok(Connection { writer: stream.try_clone()?, reader: BufReader::new(stream) })
     }
 
-    /// Sends one request and reads the whole response; returns the status.
-    fn call(&mut self, request: &[u8]) -> std::io::Result<u16> {
+    /// Sends one request and reads the whole response; returns the status and the body.
+    pub fn call(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
         self.writer.write_all(request)?;
         let mut line = String::new();
         self.reader.read_line(&mut line)?;
@@ -71,7 +72,7 @@ impl Connection {
         }
         let mut body = vec![0u8; length];
         self.reader.read_exact(&mut body)?;
-        Ok(status)
+        Ok((status, body))
     }
 }
 
@@ -173,7 +174,7 @@ fn run(request: &Request, connections: usize, duration: Duration, rate: Option<f
                     }
                     let sent = if interval.is_some() { scheduled } else { Instant::now() };
                     match conn.call(&request.bytes) {
-                        Ok(status) if status < 400 => ok += 1,
+                        Ok((status, _)) if status < 400 => ok += 1,
                         Ok(_) => errors += 1,
                         Err(_) => {
                             errors += 1;

@@ -9,11 +9,10 @@
 //! list) against the gateway's settlement time (the usage log's `at_ms`, written in the transaction that
 //! makes the task terminal, with `finished_ms`), for a sample of tasks linked through the admin task view.
 
-use crate::harness::{cpu_micros, free_port, http, met, percentile, rss_bytes, start, wait_listening};
+use crate::harness::{cpu_micros, create_key, free_port, http, met, percentile, rss_bytes, start, wait_listening};
+use crate::loadgen::Connection;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -72,12 +71,7 @@ pub fn run() -> String {
     let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--query-qps", &limit_flag]).collect();
     let _sim = start(1, &bin, &sim_args, &[]);
     let data = tmp.path().join("gateway");
-    let key_out = std::process::Command::new(&bin)
-        .args(["keys", "create", "--account", "bench", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let key = String::from_utf8_lossy(&key_out.stdout).trim().to_string();
+    let key = create_key(&bin, "bench", &data);
     let config = tmp.path().join("config.yaml");
     let config_text = format!(
         "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
@@ -171,43 +165,6 @@ fn sim_key(n: usize) -> String {
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
-/// A keep-alive HTTP/1.1 connection that reads whole answers (status and body).
-struct Connection {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Connection {
-    fn open(addr: &str) -> std::io::Result<Connection> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        Ok(Connection { writer: stream.try_clone()?, reader: BufReader::new(stream) })
-    }
-
-    fn call(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
-        self.writer.write_all(request)?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        self.reader.read_exact(&mut body)?;
-        Ok((status, body))
-    }
 }
 
 fn request(addr: &str, method: &str, path: &str, auth: &str, body: &str) -> Vec<u8> {

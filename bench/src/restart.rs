@@ -8,13 +8,12 @@
 //! accounts and one task alternate with the full ones, so the process's own start-up cost is measured beside
 //! the store's.
 
-use crate::harness::{ROUNDS, Server, bin_dir, free_port, median, met, rss_bytes, start, wait_listening};
+use crate::harness::{ROUNDS, Server, bin_dir, call, free_port, median, met, rss_bytes, start, wait_listening};
 use mediagate::billing::{TaskBilling, pricing};
 use mediagate::catalog::{MODELS, Media, ModelSpec, TaskMode};
 use mediagate::store::ledger::Pot;
 use mediagate::store::{Commit, Store, TaskError, TaskRecord, TaskResult, TaskStatus};
 use serde_json::{Map, json};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -349,36 +348,6 @@ fn fresh_copy(filled: &Filled, to: &Path) -> Result<(), String> {
     let target = to.join(STORE_FILE);
     std::fs::copy(filled.dir.join(STORE_FILE), &target).map_err(|e| e.to_string())?;
     std::fs::File::open(&target).and_then(|f| f.sync_all()).map_err(|e| e.to_string())
-}
-
-/// One HTTP/1.1 call with a deadline (harness `http` has none); status and body, status 0 if the connection
-/// was refused or nothing answered in time.
-fn call(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-    timeout: Duration,
-) -> (u16, String) {
-    let Ok(socket) = addr.parse() else { return (0, String::new()) };
-    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&socket, timeout) else { return (0, String::new()) };
-    let _ = stream.set_read_timeout(Some(timeout));
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let answer = String::from_utf8_lossy(&answer);
-    let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
 /// Time from `since` to the first 200 of `path`; the server binds before it opens the store, so a request
