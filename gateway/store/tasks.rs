@@ -68,7 +68,7 @@ pub struct Hold {
     pub trial_only: bool,
 }
 
-/// What `insert_task` did.
+/// What `add_task` did.
 #[derive(Debug)]
 pub enum Inserted {
     Stored,
@@ -124,21 +124,8 @@ pub struct TaskRecord {
 
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
-    /// funds, durably. Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
-    pub fn insert_task(
-        &self,
-        task: &mut TaskRecord,
-        idempotency: Option<(&str, &IdempotencyRecord)>,
-        hold: Option<Hold>,
-    ) -> Result<Inserted, StoreError> {
-        let idempotency = idempotency.map(|(k, r)| (k.to_string(), r.clone()));
-        let (inserted, stored) = self.write(insert_op(task.clone(), idempotency, hold))?;
-        *task = stored;
-        Ok(inserted)
-    }
-
-    /// [`Store::insert_task`] for async callers, committed as `commit` asks; resolves to what was decided
-    /// and the task as stored (with its hold).
+    /// funds, committed as `commit` asks; resolves to what was decided and the task as stored (with its
+    /// hold). Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
     pub fn add_task(
         &self,
         task: TaskRecord,
@@ -155,18 +142,9 @@ impl Store {
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// Applies `change` if the task is still in one of `expected`, durably; returns the new record, or
-    /// `None` when the task moved on meanwhile (someone else won the race) or does not exist.
-    pub fn update_task(
-        &self,
-        task_id: &str,
-        expected: &[TaskStatus],
-        change: impl FnOnce(&mut TaskRecord) + Send + 'static,
-    ) -> Result<Option<TaskRecord>, StoreError> {
-        self.write(update_op(task_id, expected, change))
-    }
-
-    /// [`Store::update_task`] for async callers, committed as `commit` asks.
+    /// Applies `change` if the task is still in one of `expected`, committed as `commit` asks; resolves to
+    /// the new record, or `None` when the task moved on meanwhile (someone else won the race) or does not
+    /// exist.
     pub fn change_task(
         &self,
         task_id: &str,
@@ -200,16 +178,14 @@ impl Store {
     }
 }
 
-type TaskWrite<T> = Box<dyn FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send>;
-
 /// The write that stores a new task: every refusal is decided before the first write, so a refused insert
 /// writes nothing.
 fn insert_op(
     mut new: TaskRecord,
     idempotency: Option<(String, IdempotencyRecord)>,
     hold: Option<Hold>,
-) -> TaskWrite<(Inserted, TaskRecord)> {
-    Box::new(move |tx| {
+) -> impl FnOnce(&WriteTransaction) -> Result<(Inserted, TaskRecord), StoreError> + Send + 'static {
+    move |tx: &WriteTransaction| {
         // Every refusal is decided before the first write, so a refused insert writes nothing.
         if let Some((key, _)) = &idempotency {
             let table = tx.open_table(IDEMPOTENCY)?;
@@ -251,7 +227,7 @@ fn insert_op(
             tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
         }
         Ok((Inserted::Stored, new))
-    })
+    }
 }
 
 /// The compare-and-swap write of a task; a terminal change settles the task's hold in the same transaction.
@@ -259,9 +235,9 @@ fn update_op(
     task_id: &str,
     expected: &[TaskStatus],
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
-) -> TaskWrite<Option<TaskRecord>> {
+) -> impl FnOnce(&WriteTransaction) -> Result<Option<TaskRecord>, StoreError> + Send + 'static {
     let (task_id, expected) = (task_id.to_string(), expected.to_vec());
-    Box::new(move |tx| {
+    move |tx: &WriteTransaction| {
         let mut tasks = tx.open_table(TASKS)?;
         let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
         let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
@@ -276,5 +252,5 @@ fn update_op(
         }
         tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
         Ok(Some(task))
-    })
+    }
 }
