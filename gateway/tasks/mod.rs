@@ -79,7 +79,6 @@ pub async fn forward_async(
     admitted: &Admitted,
 ) -> Result<TaskRecord, ApiError> {
     let answer = create_with_retry(state, admitted).await;
-    let store = state.store.clone();
     let task_id = task.task_id.clone();
     match answer {
         Ok(answer) => {
@@ -90,7 +89,8 @@ pub async fn forward_async(
             };
             let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
             // Durable: it also persists the task and its hold, written deferred before the forward.
-            let updated = store
+            let updated = state
+                .store
                 .change_task(&task_id, &[TaskStatus::Queued], Commit::Durable, move |t| {
                     t.upstream_task_id = Some(upstream_id);
                     t.next_poll_ms = first_poll;
@@ -98,7 +98,7 @@ pub async fn forward_async(
                 })
                 .await?;
             let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
-            state.poller.schedule(&task.task_id, task.next_poll_ms);
+            state.poller.schedule(task.clone());
             Ok(task)
         }
         Err(error) => {
@@ -197,8 +197,8 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
         return None;
     }
     let model = crate::catalog::ModelSpec::find(&task.model)?;
-    let billing = crate::billing::TaskBilling::of(task)?;
-    let list_price = billing.settlement?.list_price;
+    let billing = task.billing.as_ref()?;
+    let list_price = billing.settlement.as_ref()?.list_price;
     let tokens = crate::billing::equivalent::tokens(model, list_price, billing.baseline, task.usage.as_ref())?;
     Some(crate::billing::equivalent::object(tokens))
 }

@@ -40,22 +40,24 @@ const RETRY_MS: i64 = 2000;
 
 /// Handle for scheduling tasks; cheap to share.
 pub struct Poller {
-    tx: mpsc::UnboundedSender<(i64, String)>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<(i64, String)>>>,
-    /// The in-flight tasks read once at start-up, handed over when the poller starts.
-    resumed: Mutex<Vec<TaskRecord>>,
+    tx: mpsc::UnboundedSender<TaskRecord>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<TaskRecord>>>,
 }
 
 impl Poller {
-    /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up).
+    /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up) once it runs.
     pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
+        tracing::info!(tasks = in_flight.len(), "poller resuming in-flight tasks");
         let (tx, rx) = mpsc::unbounded_channel();
-        Poller { tx, rx: Mutex::new(Some(rx)), resumed: Mutex::new(in_flight) }
+        for task in in_flight {
+            let _ = tx.send(task);
+        }
+        Poller { tx, rx: Mutex::new(Some(rx)) }
     }
 
-    /// Asks the poller to look at `task_id` at `due_ms`.
-    pub fn schedule(&self, task_id: &str, due_ms: i64) {
-        let _ = self.tx.send((due_ms, task_id.to_string()));
+    /// Asks the poller to look at `task` at its `next_poll_ms`.
+    pub fn schedule(&self, task: TaskRecord) {
+        let _ = self.tx.send(task);
     }
 }
 
@@ -77,16 +79,15 @@ pub async fn run(state: web::Data<AppState>) {
     };
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
     let mut poller = Sweeper::new(state, reports_tx);
-    poller.resume();
     loop {
         poller.tick();
         let wait = poller.wait_ms();
         tokio::select! {
             received = scheduled.recv() => match received {
-                Some((due, id)) => {
-                    poller.schedule(&id, due);
-                    while let Ok((due, id)) = scheduled.try_recv() {
-                        poller.schedule(&id, due);
+                Some(task) => {
+                    poller.schedule(&task);
+                    while let Ok(task) = scheduled.try_recv() {
+                        poller.schedule(&task);
                     }
                 }
                 None => return,
@@ -174,8 +175,6 @@ struct Sweeper {
     window_due: HashMap<u64, HashSet<Id>>,
     store_jobs: VecDeque<StoreJob>,
     store_busy: Rc<Cell<usize>>,
-    /// Tasks scheduled while the store could not be read, retried at the next sweep.
-    unread: Vec<(String, i64)>,
     last_ticket: u64,
     next_sweep_ms: i64,
     reports: mpsc::UnboundedSender<Report>,
@@ -204,7 +203,6 @@ impl Sweeper {
             window_due: HashMap::new(),
             store_jobs: VecDeque::new(),
             store_busy: Rc::new(Cell::new(0)),
-            unread: Vec::new(),
             last_ticket: 0,
             next_sweep_ms: 0,
             reports,
@@ -229,35 +227,21 @@ impl Sweeper {
         self.lanes.iter_mut().find(|l| l.region == region)
     }
 
-    /// Refills the tracker from the store's in-flight tasks, read once at start-up.
-    fn resume(&mut self) {
-        let tasks = std::mem::take(&mut *self.state.poller.resumed.lock().unwrap_or_else(|e| e.into_inner()));
-        tracing::info!(tasks = tasks.len(), "poller resuming in-flight tasks");
-        for task in &tasks {
-            self.track(task, task.next_poll_ms);
-        }
-    }
-
-    /// A task forwarded (or re-scheduled) by the submit path.
-    fn schedule(&mut self, task_id: &str, due_ms: i64) {
-        if let Some(slot) = self.tracker.slot_of(task_id) {
-            let Some(tracked) = self.tracker.get(slot) else { return };
-            let (missing_upstream, idle) = (tracked.upstream_id.is_none(), tracked.holder == IDLE);
-            if missing_upstream && let Ok(Some(record)) = self.state.store.task(task_id) {
-                self.learn_upstream(slot, &record);
-            }
-            if idle {
-                self.tracker.release(slot, IDLE, Some(due_ms));
+    /// A task resumed at start-up or forwarded by the submit path, due at its `next_poll_ms`.
+    fn schedule(&mut self, record: &TaskRecord) {
+        let Some(slot) = self.tracker.slot_of(&record.task_id) else {
+            if !record.status.is_terminal() {
+                self.track(record, record.next_poll_ms);
             }
             return;
+        };
+        let Some(tracked) = self.tracker.get(slot) else { return };
+        let (missing_upstream, idle) = (tracked.upstream_id.is_none(), tracked.holder == IDLE);
+        if missing_upstream {
+            self.learn_upstream(slot, record);
         }
-        match self.state.store.task(task_id) {
-            Ok(Some(record)) if !record.status.is_terminal() => self.track(&record, due_ms),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(task_id, error = %e, "poller could not read a scheduled task; will retry");
-                self.unread.push((task_id.to_string(), due_ms));
-            }
+        if idle {
+            self.tracker.release(slot, IDLE, Some(record.next_poll_ms));
         }
     }
 
@@ -298,9 +282,6 @@ impl Sweeper {
 
     /// Takes every task due before the next sweep and plans how to look at it.
     fn sweep(&mut self, now: i64) {
-        for (task_id, due) in std::mem::take(&mut self.unread) {
-            self.schedule(&task_id, due);
-        }
         let mut due_by_region: HashMap<&'static str, Vec<Due>> = HashMap::new();
         let skew = self.config().list_clock_skew_ms as i64;
         for (slot, due) in self.tracker.take_due(now + self.sweep_ms()) {
@@ -592,7 +573,7 @@ async fn query_task(
         Ok(upstream) => {
             let key = keys.acquire().await;
             crate::metrics::upstream_call("query");
-            client::query_with_key(upstream, key, &check.upstream_id).await
+            client::query(upstream, key, &check.upstream_id).await
         }
         Err(e) => Err(e),
     };
