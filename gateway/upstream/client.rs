@@ -148,17 +148,8 @@ fn call_with_key(upstream: &RegionUpstream, key: &str, method: awc::http::Method
         .insert_header(("Authorization", format!("Bearer {key}")))
 }
 
-/// Reads one task.
-pub async fn query(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
-    answer(call(upstream, awc::http::Method::GET, &format!("/tasks/{upstream_task_id}")).send().await).await
-}
-
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
-pub async fn query_with_key(
-    upstream: &RegionUpstream,
-    key: usize,
-    upstream_task_id: &str,
-) -> Result<Value, UpstreamError> {
+pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Value, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
     answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await
 }
