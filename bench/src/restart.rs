@@ -150,7 +150,7 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
                     (1, "mp4", usage)
                 }
                 Media::Image => {
-                    let n = TaskBilling::of(&task).and_then(|b| b.units.images).unwrap_or(1);
+                    let n = task.billing.as_ref().and_then(|b| b.units.images).unwrap_or(1);
                     (n, "png", json!({"image_count": n, "width": 1024, "height": 1024}))
                 }
             };

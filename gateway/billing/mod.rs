@@ -39,18 +39,11 @@ pub struct Settlement {
     pub units: Units,
 }
 
-impl TaskBilling {
-    /// The billing state of a task, if it has one.
-    pub fn of(task: &TaskRecord) -> Option<TaskBilling> {
-        task.billing.clone()
-    }
-}
-
 /// Settles a task that has just reached a terminal state: returns the ledger postings and the usage-log
 /// record, and writes the settlement onto the task. Called inside the store transaction that makes the
 /// state terminal, so it happens exactly once.
 pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
-    let mut billing = TaskBilling::of(task)?;
+    let mut billing = task.billing.clone()?;
     if billing.settlement.is_some() {
         return None;
     }
@@ -113,7 +106,7 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
 
 /// The settlement summary shown on a finished task.
 pub fn summary(task: &TaskRecord) -> Option<Value> {
-    let s = TaskBilling::of(task)?.settlement?;
+    let s = task.billing.as_ref()?.settlement.as_ref()?;
     Some(
         json!({"outcome": s.outcome, "charged": s.charged, "list_price": s.list_price, "by_source": s.by_pot, "units": s.units}),
     )

@@ -230,7 +230,7 @@ async fn run_sync(
     .await?
     .ok_or_else(|| ApiError::internal("the synchronous task was not recorded"))?;
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
-    let projected = TaskBilling::of(&finished).and_then(|billing| {
+    let projected = finished.billing.as_ref().and_then(|billing| {
         let list_price = billing.settlement.as_ref()?.list_price;
         equivalent::tokens(admitted.model, list_price, billing.baseline, usage.as_ref())
     });
