@@ -128,12 +128,56 @@ impl Store {
     /// hold). Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
     pub fn add_task(
         &self,
-        task: TaskRecord,
+        mut new: TaskRecord,
         idempotency: Option<(String, IdempotencyRecord)>,
         hold: Option<Hold>,
         commit: Commit,
     ) -> Pending<(Inserted, TaskRecord)> {
-        self.queue(commit, insert_op(task, idempotency, hold))
+        self.queue(commit, move |tx: &WriteTransaction| {
+            // Every refusal is decided before the first write, so a refused insert writes nothing.
+            if let Some((key, _)) = &idempotency {
+                let table = tx.open_table(IDEMPOTENCY)?;
+                let existing: Option<IdempotencyRecord> =
+                    table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
+                if let Some(existing) = existing {
+                    return Ok((Inserted::Duplicate(existing), new));
+                }
+            }
+            let split = match hold {
+                Some(hold) => {
+                    match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
+                        Ok(split) => split,
+                        Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
+                    }
+                }
+                None => Vec::new(),
+            };
+            if let Some((key, record)) = &idempotency {
+                tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
+            }
+            if hold.is_some() {
+                let postings: Vec<Posting> = split
+                    .iter()
+                    .map(|(pot, amount)| Posting {
+                        account: new.account.clone(),
+                        kind: EntryKind::Hold,
+                        pot: *pot,
+                        delta: -amount,
+                        task_id: Some(new.task_id.clone()),
+                        note: new.model.clone(),
+                    })
+                    .collect();
+                ledger::append(tx, &postings)?;
+                if let Some(billing) = new.billing.as_mut() {
+                    billing.hold = split;
+                }
+            }
+            tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
+            if !new.status.is_terminal() {
+                tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
+            }
+            Ok((Inserted::Stored, new))
+        })
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
@@ -152,7 +196,23 @@ impl Store {
         commit: Commit,
         change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Pending<Option<TaskRecord>> {
-        self.queue(commit, update_op(task_id, expected, change))
+        let (task_id, expected) = (task_id.to_string(), expected.to_vec());
+        self.queue(commit, move |tx: &WriteTransaction| {
+            let mut tasks = tx.open_table(TASKS)?;
+            let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
+            let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
+            change(&mut task);
+            if task.status.is_terminal() {
+                tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
+                // Settlement rides in the transaction that makes the task terminal: exactly once.
+                if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                    ledger::append(tx, &postings)?;
+                    ledger::log_usage(tx, &usage)?;
+                }
+            }
+            tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
+            Ok(Some(task))
+        })
     }
 
     /// Every task that has not reached a terminal state.
@@ -175,82 +235,5 @@ impl Store {
         let tx = self.db().begin_read()?;
         let table = tx.open_table(IDEMPOTENCY)?;
         table.get(key)?.map(|v| decode(v.value())).transpose()
-    }
-}
-
-/// The write that stores a new task: every refusal is decided before the first write, so a refused insert
-/// writes nothing.
-fn insert_op(
-    mut new: TaskRecord,
-    idempotency: Option<(String, IdempotencyRecord)>,
-    hold: Option<Hold>,
-) -> impl FnOnce(&WriteTransaction) -> Result<(Inserted, TaskRecord), StoreError> + Send + 'static {
-    move |tx: &WriteTransaction| {
-        // Every refusal is decided before the first write, so a refused insert writes nothing.
-        if let Some((key, _)) = &idempotency {
-            let table = tx.open_table(IDEMPOTENCY)?;
-            let existing: Option<IdempotencyRecord> =
-                table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
-            if let Some(existing) = existing {
-                return Ok((Inserted::Duplicate(existing), new));
-            }
-        }
-        let split = match hold {
-            Some(hold) => match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
-                Ok(split) => split,
-                Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
-            },
-            None => Vec::new(),
-        };
-        if let Some((key, record)) = &idempotency {
-            tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
-        }
-        if hold.is_some() {
-            let postings: Vec<Posting> = split
-                .iter()
-                .map(|(pot, amount)| Posting {
-                    account: new.account.clone(),
-                    kind: EntryKind::Hold,
-                    pot: *pot,
-                    delta: -amount,
-                    task_id: Some(new.task_id.clone()),
-                    note: new.model.clone(),
-                })
-                .collect();
-            ledger::append(tx, &postings)?;
-            if let Some(billing) = new.billing.as_mut() {
-                billing.hold = split;
-            }
-        }
-        tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
-        if !new.status.is_terminal() {
-            tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
-        }
-        Ok((Inserted::Stored, new))
-    }
-}
-
-/// The compare-and-swap write of a task; a terminal change settles the task's hold in the same transaction.
-fn update_op(
-    task_id: &str,
-    expected: &[TaskStatus],
-    change: impl FnOnce(&mut TaskRecord) + Send + 'static,
-) -> impl FnOnce(&WriteTransaction) -> Result<Option<TaskRecord>, StoreError> + Send + 'static {
-    let (task_id, expected) = (task_id.to_string(), expected.to_vec());
-    move |tx: &WriteTransaction| {
-        let mut tasks = tx.open_table(TASKS)?;
-        let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
-        let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
-        change(&mut task);
-        if task.status.is_terminal() {
-            tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
-            // Settlement rides in the transaction that makes the task terminal: exactly once.
-            if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                ledger::append(tx, &postings)?;
-                ledger::log_usage(tx, &usage)?;
-            }
-        }
-        tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
-        Ok(Some(task))
     }
 }
