@@ -159,7 +159,8 @@ impl Writer {
         F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        Pending(self.send(commit, op, Reply::Async(reply)).map(|()| answer))
+        let job = TypedJob { commit, op: Some(op), result: None, reply: Reply::Async(reply) };
+        Pending(self.enqueue(Box::new(job)).map(|()| answer))
     }
 
     /// Runs `op` in the next batch, blocking the calling thread until it is durable. Not for async workers.
@@ -169,7 +170,8 @@ impl Writer {
         F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = mpsc::sync_channel(1);
-        self.send(Commit::Durable, op, Reply::Blocking(reply))?;
+        let job = TypedJob { commit: Commit::Durable, op: Some(op), result: None, reply: Reply::Blocking(reply) };
+        self.enqueue(Box::new(job))?;
         answer.recv().map_err(|_| dropped())?
     }
 
@@ -177,19 +179,13 @@ impl Writer {
     /// may exit before the last `Store` clone drops and closes the file.
     pub(crate) fn close(&self) -> Result<(), StoreError> {
         let (reply, answer) = mpsc::sync_channel(1);
-        let queue = self.shared.queue.as_ref().ok_or_else(|| StoreError::new("the store writer has stopped"))?;
-        queue.send(Box::new(Close(reply))).map_err(|_| StoreError::new("the store writer has stopped"))?;
+        self.enqueue(Box::new(Close(reply)))?;
         answer.recv().map_err(|_| dropped())?
     }
 
-    fn send<T, F>(&self, commit: Commit, op: F, reply: Reply<T>) -> Result<(), StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
-    {
+    fn enqueue(&self, job: Box<dyn Job>) -> Result<(), StoreError> {
         let stopped = || StoreError::new("the store writer has stopped");
-        let queue = self.shared.queue.as_ref().ok_or_else(stopped)?;
-        queue.send(Box::new(TypedJob { commit, op: Some(op), result: None, reply })).map_err(|_| stopped())
+        self.shared.queue.as_ref().ok_or_else(stopped)?.send(job).map_err(|_| stopped())
     }
 }
 
