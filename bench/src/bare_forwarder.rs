@@ -27,6 +27,10 @@ async fn forward(target: web::Data<Target>, body: web::Bytes) -> HttpResponse {
     }
 }
 
+/// The same allocator as the gateway, so the floor differs from it only in what the gateway does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, listen, url, key] = args.as_slice() else {
