@@ -24,11 +24,12 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
                 web::PathConfig::default()
                     .error_handler(|e, _| ApiError::new(ErrorCode::not_found, e.to_string()).into()),
             )
+            // Routes are tried in this order and a dynamic one costs a regex match: the busiest first.
+            .configure(crate::catalog::configure_submit_routes)
+            .configure(tasks::configure)
             .configure(ops::configure)
             .configure(models::configure)
-            .configure(tasks::configure)
             .configure(admin::configure)
-            .configure(crate::catalog::configure_submit_routes)
             .default_service(web::to(not_found));
     }
 }
