@@ -6,7 +6,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use mediagate::admission::admit;
 use mediagate::catalog::{ENDPOINTS, Registry};
-use mediagate::store::Store;
+use mediagate::store::{Store, hash_key};
 use serde_json::{Value, json};
 use std::hint::black_box;
 
@@ -36,7 +36,7 @@ fn edge(c: &mut Criterion) {
         let endpoint = ENDPOINTS.iter().find(|e| e.path == path).unwrap_or_else(|| panic!("{path}"));
         c.bench_function(&format!("auth+admit {path}"), |b| {
             b.iter(|| {
-                let record = store.key(black_box(&key)).unwrap_or_else(|e| panic!("{e}"));
+                let record = store.key(&hash_key(black_box(&key))).unwrap_or_else(|e| panic!("{e}"));
                 black_box(record);
                 let admitted = admit(&registry, endpoint, black_box(body.clone())).unwrap_or_else(|e| panic!("{e}"));
                 black_box(admitted);

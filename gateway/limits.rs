@@ -10,7 +10,8 @@ use std::sync::Mutex;
 pub struct Limits {
     max_in_flight: usize,
     in_flight: Mutex<HashMap<String, usize>>,
-    rate: DefaultKeyedRateLimiter<String>,
+    /// By key hash.
+    rate: DefaultKeyedRateLimiter<[u8; 32]>,
 }
 
 impl Limits {
@@ -32,8 +33,8 @@ impl Limits {
     }
 
     /// One request by the key with this hash.
-    pub fn request(&self, key_hash: &str) -> Result<(), ApiError> {
-        self.rate.check_key(&key_hash.to_string()).map_err(|_| {
+    pub fn request(&self, key_hash: [u8; 32]) -> Result<(), ApiError> {
+        self.rate.check_key(&key_hash).map_err(|_| {
             ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
         })
     }

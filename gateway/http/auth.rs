@@ -46,9 +46,10 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     })?;
     let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("no app state"))?;
     // A redb read transaction does not wait for writers, so this stays on the worker thread.
-    match state.store.key(key)? {
+    let hash = crate::store::hash_key(key);
+    match state.store.key(&hash)? {
         Some(record) if !record.revoked => {
-            state.limits.request(&hex::encode(crate::store::hash_key(key)))?;
+            state.limits.request(hash)?;
             Ok(Caller { account: record.account, key_prefix: record.prefix })
         }
         _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),

@@ -115,10 +115,9 @@ impl Store {
         Ok(())
     }
 
-    /// The key's record, if the key exists (revoked or not).
-    pub fn key(&self, key: &str) -> Result<Option<KeyRecord>, StoreError> {
-        let hash = hash_key(key);
-        let (generation, cached) = self.key_cache.get(&hash);
+    /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
+    pub fn key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        let (generation, cached) = self.key_cache.get(hash);
         if cached.is_some() {
             return Ok(cached);
         }
@@ -126,7 +125,7 @@ impl Store {
         let table = tx.open_table(KEYS)?;
         let record: Option<KeyRecord> = table.get(hash.as_slice())?.map(|v| decode(v.value())).transpose()?;
         if let Some(record) = &record {
-            self.key_cache.put(generation, hash, record.clone());
+            self.key_cache.put(generation, *hash, record.clone());
         }
         Ok(record)
     }

@@ -22,8 +22,22 @@ pub fn now_ms() -> i64 {
 }
 
 fn local_time(ms: i64) -> String {
+    use chrono::{Datelike, Timelike};
+    // Formatted field by field: chrono's `format` parses its pattern on every call, on every task read.
     chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| t.with_timezone(&chrono::Local))
+        .map(|t| {
+            let (date, time) = (t.date_naive(), t.time());
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                date.year(),
+                date.month(),
+                date.day(),
+                time.hour(),
+                time.minute(),
+                time.second()
+            )
+        })
         .unwrap_or_default()
 }
 
@@ -245,6 +259,20 @@ pub async fn cancel(state: &web::Data<AppState>, caller: &Caller, task_id: &str)
             // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
             let task = owned_task(state, caller, task_id)?;
             if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_time;
+
+    #[test]
+    fn local_time_matches_chronos_format() {
+        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000] {
+            let expected = chrono::DateTime::from_timestamp_millis(ms)
+                .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
         }
     }
 }
