@@ -26,6 +26,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Notify, mpsc};
 
 /// A task without an upstream id this long after creation was interrupted mid-submission.
@@ -39,25 +40,29 @@ const STORE_WRITES_IN_FLIGHT: usize = 32;
 const RETRY_MS: i64 = 2000;
 
 /// Handle for scheduling tasks; cheap to share.
+///
+/// Scheduled tasks wait in an inbox the poller drains on its own turns (at least once per sweep) instead of
+/// waking it per task: a task's first query is at least a sweep away, and a busy submit path would
+/// otherwise pay a cross-thread wake-up per submission.
 pub struct Poller {
-    tx: mpsc::UnboundedSender<TaskRecord>,
-    rx: Mutex<Option<mpsc::UnboundedReceiver<TaskRecord>>>,
+    inbox: Mutex<Vec<TaskRecord>>,
+    started: AtomicBool,
 }
 
 impl Poller {
     /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up) once it runs.
     pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
         tracing::info!(tasks = in_flight.len(), "poller resuming in-flight tasks");
-        let (tx, rx) = mpsc::unbounded_channel();
-        for task in in_flight {
-            let _ = tx.send(task);
-        }
-        Poller { tx, rx: Mutex::new(Some(rx)) }
+        Poller { inbox: Mutex::new(in_flight), started: AtomicBool::new(false) }
     }
 
     /// Asks the poller to look at `task` at its `next_poll_ms`.
     pub fn schedule(&self, task: TaskRecord) {
-        let _ = self.tx.send(task);
+        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+    }
+
+    fn take_scheduled(&self) -> Vec<TaskRecord> {
+        std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -74,24 +79,18 @@ fn next_interval_ms(age_ms: i64, config: &PollerConfig) -> i64 {
 
 /// Runs until the process ends. Call once, on the actix system.
 pub async fn run(state: web::Data<AppState>) {
-    let Some(mut scheduled) = state.poller.rx.lock().ok().and_then(|mut r| r.take()) else {
+    if state.poller.started.swap(true, Ordering::AcqRel) {
         return;
-    };
+    }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
     let mut poller = Sweeper::new(state, reports_tx);
     loop {
+        for task in poller.state.poller.take_scheduled() {
+            poller.schedule(&task);
+        }
         poller.tick();
         let wait = poller.wait_ms();
         tokio::select! {
-            received = scheduled.recv() => match received {
-                Some(task) => {
-                    poller.schedule(&task);
-                    while let Ok(task) = scheduled.try_recv() {
-                        poller.schedule(&task);
-                    }
-                }
-                None => return,
-            },
             report = reports.recv() => if let Some(report) = report {
                 poller.apply(report);
                 while let Ok(report) = reports.try_recv() {
