@@ -198,8 +198,8 @@ fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
-        let outcome = commit(db, &mut batch);
         let closing = batch.iter().any(|job| job.closes());
+        let outcome = commit(db, &mut batch, closing);
         for job in batch {
             job.deliver(outcome.clone());
         }
@@ -209,11 +209,12 @@ fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
     }
 }
 
-fn commit(db: &Database, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+/// Runs and commits one batch; `closing` records the allocator state for a fast next open.
+fn commit(db: &Database, batch: &mut [Box<dyn Job>], closing: bool) -> Result<(), StoreError> {
     let mut tx = db.begin_write()?;
     let durable = batch.iter().any(|job| job.commit() == Commit::Durable);
     tx.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
-    tx.set_quick_repair(batch.iter().any(|job| job.closes()));
+    tx.set_quick_repair(closing);
     for job in batch.iter_mut() {
         job.run(&tx)?;
     }
