@@ -1,7 +1,10 @@
 //! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
-use crate::harness::{ROUNDS, cpu_micros, create_key, free_port, http, median, met, rss_bytes, start, wait_listening};
+use crate::harness::{
+    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, median, met,
+    rss_bytes, start, wait_listening,
+};
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
 use std::time::Duration;
 
@@ -95,19 +98,13 @@ pub fn run() -> String {
     let data = tmp.path().join("gateway");
     let key = create_key(&mediagate, "bench", &data);
     let config = tmp.path().join("config.yaml");
-    let config_text = format!(
-        "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
-         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: BENCH_UPSTREAM_KEY}}\n\
-         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n",
-        data.display()
-    );
-    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, gateway_config(&gw_addr, &data, &sim_addr, "")).unwrap_or_else(|e| panic!("{e}"));
     let config_arg = config.display().to_string();
     let gateway = start(
         0,
         &mediagate,
         &["serve", "--config", &config_arg],
-        &[("BENCH_UPSTREAM_KEY", "bench-cn-beijing"), ("BENCH_ADMIN", "bench-admin")],
+        &[(UPSTREAM_KEY_ENV, "bench-cn-beijing"), (ADMIN_ENV, "bench-admin")],
     );
     let upstream_url = format!("http://{sim_addr}/cn-beijing/api/v1/services/aigc/multimodal-generation/generation");
     let bare = start(0, &forwarder, &[&bare_addr, &upstream_url, "bench-cn-beijing"], &[]);

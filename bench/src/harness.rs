@@ -48,6 +48,22 @@ pub fn create_key(mediagate: &Path, account: &str, data_dir: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Where a benched gateway's config tells it to read the simulator's keys (comma-separated) and its admin
+/// token.
+pub const UPSTREAM_KEY_ENV: &str = "BENCH_UPSTREAM_KEY";
+pub const ADMIN_ENV: &str = "BENCH_ADMIN";
+
+/// The config of a benched gateway: one worker on `listen`, its store in `data_dir`, the simulator at
+/// `sim_addr` as region `cn-beijing`, client limits out of the way; `extra` is appended (more YAML).
+pub fn gateway_config(listen: &str, data_dir: &Path, sim_addr: &str, extra: &str) -> String {
+    format!(
+        "listen: {listen}\ndata_dir: {}\nworkers: 1\nadmin_token_env: {ADMIN_ENV}\n\
+         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: {UPSTREAM_KEY_ENV}}}\n\
+         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n{extra}",
+        data_dir.display()
+    )
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }

@@ -9,7 +9,10 @@
 //! list) against the gateway's settlement time (the usage log's `at_ms`, written in the transaction that
 //! makes the task terminal, with `finished_ms`), for a sample of tasks linked through the admin task view.
 
-use crate::harness::{cpu_micros, create_key, free_port, http, met, percentile, rss_bytes, start, wait_listening};
+use crate::harness::{
+    ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile, rss_bytes,
+    start, wait_listening,
+};
 use crate::loadgen::Connection;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -73,21 +76,17 @@ pub fn run() -> String {
     let data = tmp.path().join("gateway");
     let key = create_key(&bin, "bench", &data);
     let config = tmp.path().join("config.yaml");
-    let config_text = format!(
-        "listen: {gw_addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
-         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: BENCH_UPSTREAM_KEYS}}\n\
-         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n\
-         poller: {{queries_per_second: {LIMIT}, min_interval_ms: {MIN_INTERVAL_MS}, max_interval_ms: {MAX_INTERVAL_MS}}}\n",
-        data.display()
+    let poller = format!(
+        "poller: {{queries_per_second: {LIMIT}, min_interval_ms: {MIN_INTERVAL_MS}, max_interval_ms: {MAX_INTERVAL_MS}}}\n"
     );
-    std::fs::write(&config, config_text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, gateway_config(&gw_addr, &data, &sim_addr, &poller)).unwrap_or_else(|e| panic!("{e}"));
     let upstream_keys: Vec<String> = (1..=KEYS).map(sim_key).collect();
     let config_arg = config.display().to_string();
     let gateway = start(
         0,
         &bin,
         &["serve", "--config", &config_arg],
-        &[("BENCH_UPSTREAM_KEYS", &upstream_keys.join(",")), ("BENCH_ADMIN", ADMIN)],
+        &[(UPSTREAM_KEY_ENV, &upstream_keys.join(",")), (ADMIN_ENV, ADMIN)],
     );
     wait_listening(&sim_addr);
     wait_listening(&gw_addr);

@@ -8,7 +8,10 @@
 //! accounts and one task alternate with the full ones, so the process's own start-up cost is measured beside
 //! the store's.
 
-use crate::harness::{ROUNDS, Server, bin_dir, call, free_port, median, met, rss_bytes, start, wait_listening};
+use crate::harness::{
+    ADMIN_ENV, ROUNDS, Server, UPSTREAM_KEY_ENV, bin_dir, call, free_port, gateway_config, median, met, rss_bytes,
+    start, wait_listening,
+};
 use mediagate::billing::{TaskBilling, pricing};
 use mediagate::catalog::{MODELS, Media, ModelSpec, TaskMode};
 use mediagate::store::ledger::Pot;
@@ -374,21 +377,14 @@ struct Setup {
 fn start_gateway(setup: &Setup, data: &Path, filled: &Filled) -> Result<(Server, String, Start), String> {
     let addr = format!("127.0.0.1:{}", free_port());
     let config = setup.work.join("restart.yaml");
-    let text = format!(
-        "listen: {addr}\ndata_dir: {}\nworkers: 1\nadmin_token_env: BENCH_ADMIN\n\
-         upstreams:\n  cn-beijing: {{base_url: 'http://{}/cn-beijing', api_key_env: BENCH_UPSTREAM_KEY}}\n\
-         limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n",
-        data.display(),
-        setup.sim_addr
-    );
-    std::fs::write(&config, text).map_err(|e| e.to_string())?;
+    std::fs::write(&config, gateway_config(&addr, data, &setup.sim_addr, "")).map_err(|e| e.to_string())?;
     let config = config.display().to_string();
     let began = Instant::now();
     let server = start(
         0,
         &setup.mediagate,
         &["serve", "--config", &config],
-        &[("BENCH_UPSTREAM_KEY", "bench-cn-beijing"), ("BENCH_ADMIN", "bench-admin")],
+        &[(UPSTREAM_KEY_ENV, "bench-cn-beijing"), (ADMIN_ENV, "bench-admin")],
     );
     let ready = until_ok(&addr, "/readyz", None, began).ok_or("the gateway never answered /readyz")?;
     let task = format!("/v1/tasks/{}", filled.task_id);
