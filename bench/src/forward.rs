@@ -201,21 +201,18 @@ fn first_task_id(addr: &str, auth: &str) -> String {
     value["task_id"].as_str().unwrap_or_default().to_string()
 }
 
+/// The median of `values` with `decimals`, or `-` when nothing was measured.
+fn optional(values: &[f64], decimals: usize) -> String {
+    if values.is_empty() { "-".to_string() } else { format!("{:.decimals$}", median(values.to_vec())) }
+}
+
 fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64) -> String {
     let mut out = String::new();
     out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
     out.push_str("| lane | max req/s | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | KiB per in-flight request | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (lane, f) in lanes.iter().zip(figures) {
-        let cpu = if f.cpu_per_request.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.0}", median(f.cpu_per_request.clone()))
-        };
-        let memory = if f.memory_per_request.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.1}", median(f.memory_per_request.clone()))
-        };
+        // Measured only for the lanes with a process of their own.
+        let (cpu, memory) = (optional(&f.cpu_per_request, 0), optional(&f.memory_per_request, 1));
         out.push_str(&format!(
             "| {} | {:.0} | {cpu} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {memory} | {} |\n",
             lane.name,
