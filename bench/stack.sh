@@ -1,0 +1,56 @@
+# Sourced by profile.sh and ab.sh: a simulator in instant mode and gateways in front of it, pinned like
+# bench/run.sh (servers on core 0, simulator and load on core 1), and the wrk scripts of the lanes.
+
+# start_simulator BIN_DIR ADDR
+start_simulator() {
+  taskset -c 1 "$1/mediagate" simulate --listen "$2" --time-scale 0 --key-prefix bench >/dev/null 2>&1 &
+}
+
+# start_gateway BIN_DIR DATA_DIR PORT SIM_ADDR: starts a funded gateway on core 0 (one worker) as a job of
+# the calling shell, and sets GATEWAY_PID and GATEWAY_KEY. Its admin token is `bench-admin`.
+start_gateway() {
+  local bin=$1 data=$2 port=$3 sim=$4
+  GATEWAY_KEY=$("$bin/mediagate" keys create --account bench --data-dir "$data")
+  printf 'listen: 127.0.0.1:%s\ndata_dir: %s\nworkers: 1\nadmin_token_env: BENCH_ADMIN\nupstreams:\n  cn-beijing: {base_url: "http://%s/cn-beijing", api_key_env: BENCH_UPSTREAM_KEY}\nlimits: {max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}\n' \
+    "$port" "$data" "$sim" > "$data.yaml"
+  BENCH_UPSTREAM_KEY=bench-cn-beijing BENCH_ADMIN=bench-admin MEDIAGATE_LOG=warn \
+    taskset -c 0 "$bin/mediagate" serve --config "$data.yaml" >/dev/null 2>&1 &
+  GATEWAY_PID=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  curl -s -XPOST "http://127.0.0.1:$port/admin/v1/accounts/bench/top-up" -H 'Authorization: Bearer bench-admin' \
+    -H 'Content-Type: application/json' -d '{"amount": 1000000000000000}' >/dev/null
+}
+
+# lane_script LANE KEY: the wrk script of lane `sync` (POST /v1/images/generations), `async`
+# (POST /v1/videos/generations) or `read` (GET, the path names the task).
+lane_script() {
+  local body
+  case $1 in
+    sync) body='{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}' ;;
+    async) body='{"model":"alpha2.6-t2v_t2v","prompt":"bench","duration":5}' ;;
+    read) printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$2"; return ;;
+  esac
+  printf 'wrk.method = "POST"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer %s"\n' \
+    "'$body'" "$2"
+}
+
+# lane_path LANE [TASK_ID]: where the lane's requests go (`read` reads TASK_ID: see submit_task).
+lane_path() {
+  case $1 in
+    sync) echo /v1/images/generations ;;
+    async) echo /v1/videos/generations ;;
+    read) echo "/v1/tasks/$2" ;;
+  esac
+}
+
+# lane_connections LANE: as bench/run.sh; durable submissions share commits, so the async lane has more.
+lane_connections() {
+  if [ "$1" = async ]; then echo 64; else echo 16; fi
+}
+
+# submit_task PORT KEY: submits one async task, prints its id.
+submit_task() {
+  curl -s -XPOST "http://127.0.0.1:$1/v1/videos/generations" -H "Authorization: Bearer $2" \
+    -H 'Content-Type: application/json' -d '{"model":"alpha2.6-t2v_t2v","prompt":"read","duration":5}' |
+    sed 's/.*"task_id":"\([^"]*\)".*/\1/'
+}
