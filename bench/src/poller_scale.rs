@@ -14,6 +14,7 @@ use crate::harness::{
     start, wait_listening,
 };
 use crate::loadgen::Connection;
+use mediagate::upstream::client::compact_time;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -275,12 +276,7 @@ fn detection_lags(sim: &str, gateway: &str, ids: &[String], from_ms: i64, to_ms:
 /// Upstream task id -> end time (epoch ms), from the simulator's own task list, read with the key the
 /// gateway does not have and paced under its limit (after the query stats were taken).
 fn upstream_end_times(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, i64> {
-    let compact = |ms: i64| {
-        let t = ms / 1000 + 8 * 3600;
-        let (days, secs) = (t.div_euclid(86400), t.rem_euclid(86400));
-        let (y, m, d) = civil_from_days(days);
-        format!("{y:04}{m:02}{d:02}{:02}{:02}{:02}", secs / 3600, secs / 60 % 60, secs % 60)
-    };
+    let compact = |ms: i64| compact_time(ms, false);
     let key = sim_key(KEYS + 1);
     let mut ended = HashMap::new();
     let Ok(mut conn) = Connection::open(sim) else { return ended };
@@ -304,19 +300,6 @@ fn upstream_end_times(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, i6
         }
     }
     ended
-}
-
-/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Gateway task id -> settlement time (epoch ms), from the usage log.

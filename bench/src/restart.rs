@@ -16,6 +16,7 @@ use mediagate::billing::{TaskBilling, pricing};
 use mediagate::catalog::{MODELS, Media, ModelSpec, TaskMode};
 use mediagate::store::ledger::Pot;
 use mediagate::store::{Commit, Store, TaskError, TaskRecord, TaskResult, TaskStatus};
+use mediagate::tasks::local_time;
 use serde_json::{Map, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,12 +86,6 @@ impl Rng {
     fn id(&mut self) -> String {
         format!("{:016x}{:016x}", self.next(), self.next())
     }
-}
-
-fn local_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_default()
 }
 
 /// A task as `tasks::new_task` makes it, with the billing the submit handler adds.

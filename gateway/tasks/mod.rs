@@ -21,7 +21,8 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-fn local_time(ms: i64) -> String {
+/// `YYYY-MM-DD HH:MM:SS` in the gateway's local time zone: how task times are shown.
+pub fn local_time(ms: i64) -> String {
     use chrono::{Datelike, Timelike};
     // Formatted field by field: chrono's `format` parses its pattern on every call, on every task read.
     chrono::DateTime::from_timestamp_millis(ms)

@@ -224,7 +224,7 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
 }
 
 /// `YYYYMMDDhhmmss` in UTC+8, the list's time format, rounded down or up to a whole second.
-fn compact_time(ms: i64, round_up: bool) -> String {
+pub fn compact_time(ms: i64, round_up: bool) -> String {
     let seconds =
         if round_up { ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0) } else { ms.div_euclid(1000) };
     chrono::DateTime::from_timestamp(seconds + 8 * 3600, 0)
