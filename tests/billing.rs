@@ -227,3 +227,26 @@ fn settlement_happens_once_across_a_crash_between_answer_and_write() {
     assert_eq!(std::str::from_utf8(&usage.bytes).unwrap().lines().filter(|l| l.contains(&id)).count(), 1);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
 }
+
+#[test]
+fn acknowledged_charges_and_top_ups_survive_a_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = free_port();
+    let mut demo = Demo::start_in(tmp.path(), &listen, 0.05);
+    let key = demo.account("acme", 1_000_000_000, 0, 0);
+    for i in 0..5 {
+        let answer = run(&demo, &key, &json!({"model": "beta-image-2.0-pro_t2i", "prompt": format!("cat {i}")}));
+        assert!(answer.get("error").is_none(), "{answer}");
+    }
+    let top_up = demo.admin("/accounts/acme/top-up", Some(&json!({"amount": 3_000_000})));
+    assert_eq!(top_up.status, 200);
+    let acknowledged = demo.funds("acme");
+    assert!(total(acknowledged) < 1_003_000_000, "the sync tasks were charged");
+    // Killed at once: what was answered is in the write-ahead log, not yet in a redb checkpoint.
+    demo.kill();
+    let demo = Demo::start_in(tmp.path(), &listen, 0.05);
+    assert_eq!(demo.funds("acme"), acknowledged);
+    let usage = demo.admin("/usage?account=acme", None);
+    assert_eq!(std::str::from_utf8(&usage.bytes).unwrap().lines().count(), 5);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}

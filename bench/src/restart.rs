@@ -280,7 +280,7 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
                             }
                             since_durable += FILL_WINDOW;
                             if since_durable >= FILL_DURABLE_EVERY {
-                                store.barrier().await.map_err(|e| e.to_string())?;
+                                store.caught_up().await.map_err(|e| e.to_string())?;
                                 since_durable = 0;
                             }
                         }
@@ -288,7 +288,7 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
                     for pending in queued {
                         pending.await.map_err(|e| e.to_string())?;
                     }
-                    store.barrier().await.map_err(|e| e.to_string())?;
+                    store.caught_up().await.map_err(|e| e.to_string())?;
                     Ok(readable)
                 })
             });

@@ -12,6 +12,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let task = tasks::owned_task(&state, &caller, &task_id)?;
+    // What was read may be applied but not yet durable (its fsync under way): show it no sooner.
+    state.store.caught_up().await?;
     let mut body = tasks::view(&task);
     // Image tasks on success carry the equivalent-usage projection; it is computed here, never stored.
     match tasks::equivalent_usage(&task) {

@@ -65,21 +65,19 @@ fn now() -> String {
 impl Store {
     /// Creates the account if it does not exist yet; returns it either way.
     pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
-        let tx = self.db().begin_write()?;
-        let account = {
+        let name = name.to_string();
+        self.write(move |tx| {
             let mut table = tx.open_table(ACCOUNTS)?;
-            let existing = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()?;
+            let existing = table.get(name.as_str())?.map(|v| decode::<Account>(v.value())).transpose()?;
             match existing {
-                Some(account) => account,
+                Some(account) => Ok(account),
                 None => {
-                    let account = Account { name: name.to_string(), created_at: now() };
-                    table.insert(name, encode(&account)?.as_slice())?;
-                    account
+                    let account = Account { name: name.clone(), created_at: now() };
+                    table.insert(name.as_str(), encode(&account)?.as_slice())?;
+                    Ok(account)
                 }
             }
-        };
-        tx.commit()?;
-        Ok(account)
+        })
     }
 
     pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
@@ -101,16 +99,15 @@ impl Store {
     pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
         self.ensure_account(account)?;
         let hash = hash_key(key);
-        let tx = self.db().begin_write()?;
-        {
+        let prefix: String = key.chars().take(8).collect();
+        let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
+        self.write(move |tx| {
             let mut table = tx.open_table(KEYS)?;
             if table.get(hash.as_slice())?.is_none() {
-                let prefix: String = key.chars().take(8).collect();
-                let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
                 table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
             }
-        }
-        tx.commit()?;
+            Ok(())
+        })?;
         self.key_cache.invalidate();
         Ok(())
     }
@@ -147,25 +144,23 @@ impl Store {
 
     /// Revokes the account's keys starting with `prefix`; returns how many.
     pub fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
-        let tx = self.db().begin_write()?;
-        let mut count = 0;
-        {
+        let (account, prefix) = (account.to_string(), prefix.to_string());
+        let count = self.write(move |tx| {
             let mut table = tx.open_table(KEYS)?;
             let mut hits = Vec::new();
             for row in table.iter()? {
                 let (k, v) = row?;
                 let record: KeyRecord = decode(v.value())?;
-                if record.account == account && record.prefix.starts_with(prefix) && !record.revoked {
+                if record.account == account && record.prefix.starts_with(&prefix) && !record.revoked {
                     hits.push((k.value().to_vec(), record));
                 }
             }
-            for (hash, mut record) in hits {
+            for (hash, record) in &mut hits {
                 record.revoked = true;
-                table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
-                count += 1;
+                table.insert(hash.as_slice(), encode(record)?.as_slice())?;
             }
-        }
-        tx.commit()?;
+            Ok(hits.len())
+        })?;
         self.key_cache.invalidate();
         Ok(count)
     }

@@ -2,8 +2,9 @@
 //! pot's available amount is always the sum of its entries; `FUNDS` caches those sums and is updated in the
 //! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree.
 
+use super::Tx;
 use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -95,13 +96,13 @@ pub enum Shortfall {
     TrialExhausted { needed: i64, available: i64 },
 }
 
-pub(crate) fn funds_in(tx: &WriteTransaction, account: &str) -> Result<Funds, StoreError> {
+pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
     let table = tx.open_table(FUNDS)?;
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
 /// Appends entries and updates the cached sums, inside the caller's transaction.
-pub(crate) fn append(tx: &WriteTransaction, postings: &[Posting]) -> Result<(), StoreError> {
+pub(crate) fn append(tx: &Tx, postings: &[Posting]) -> Result<(), StoreError> {
     if postings.is_empty() {
         return Ok(());
     }
@@ -245,7 +246,7 @@ impl Store {
 }
 
 /// Appends a usage-log record inside the caller's transaction.
-pub(crate) fn log_usage(tx: &WriteTransaction, record: &serde_json::Value) -> Result<(), StoreError> {
+pub(crate) fn log_usage(tx: &Tx, record: &serde_json::Value) -> Result<(), StoreError> {
     let mut table = tx.open_table(USAGE_LOG)?;
     let seq = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
     table.insert(seq, encode(record)?.as_slice())?;

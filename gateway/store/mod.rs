@@ -1,38 +1,31 @@
 //! Durable state in one redb file under the data dir: accounts, keys, tasks, the ledger, idempotency
 //! records and model switches.
 //!
-//! Writes go through one group-commit writer (`writer`): durable writes are on disk before their caller
-//! hears back, so what a response says happened survives a crash; deferred writes (state no response has
-//! claimed yet) ride on the next durable commit. Values are JSON, so records can grow fields without a
-//! migration. Reads run on the calling thread: a redb read transaction never waits for the writer.
+//! Writes go through one group-commit writer (`writer`) and a write-ahead log (`wal`, `mediagate.wal`
+//! beside the database): durable writes are on disk before their caller hears back, so what a response says
+//! happened survives a crash; deferred writes (state no response has claimed yet) ride on the next durable
+//! one. Values are JSON, so records can grow fields without a migration. Reads run on the calling thread:
+//! a redb read transaction never waits for the writer.
 
 mod accounts;
 pub mod ledger;
+mod tables;
 mod tasks;
+mod tx;
+mod wal;
 mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
 pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskResult, TaskStatus};
+pub use tx::Tx;
 pub use writer::{Commit, Pending};
 
-use redb::{Database, ReadableDatabase, TableDefinition};
+pub(crate) use tables::{ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, USAGE_LOG};
+
+use redb::{Database, ReadableDatabase, ReadableTable};
 use serde::{Serialize, de::DeserializeOwned};
 use std::path::Path;
 use std::sync::Arc;
-
-pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
-pub(crate) const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
-pub(crate) const MODEL_SWITCHES: TableDefinition<&str, bool> = TableDefinition::new("model_switches");
-pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
-/// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
-pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
-pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
-/// Append-only ledger entries by sequence number.
-pub(crate) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger");
-/// Per account, the sums of its ledger entries per pot (kept in step with `LEDGER`).
-pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("funds");
-/// Usage log records by sequence number.
-pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 
 /// redb's page cache. Its default (1 GiB) keeps every page written, so the process would grow with the
 /// store file; recent tasks and the tables' upper levels fit well within this, and the OS page cache holds
@@ -74,23 +67,31 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) `mediagate.redb` under `dir`, creating every table.
+    /// Opens (or creates) `mediagate.redb` under `dir`, creating every table, and replays what the
+    /// write-ahead log holds beyond the last checkpoint (the writes of a process that did not close it).
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
         let db = Database::builder().set_cache_size(CACHE_BYTES).create(dir.join("mediagate.redb"))?;
         let tx = db.begin_write()?;
-        tx.open_table(ACCOUNTS)?;
-        tx.open_table(KEYS)?;
-        tx.open_table(MODEL_SWITCHES)?;
-        tx.open_table(TASKS)?;
-        tx.open_table(IN_FLIGHT)?;
-        tx.open_table(IDEMPOTENCY)?;
-        tx.open_table(LEDGER)?;
-        tx.open_table(FUNDS)?;
-        tx.open_table(USAGE_LOG)?;
+        for table in tables::ALL {
+            table.create(&tx)?;
+        }
+        let checkpoint = tx.open_table(tables::META)?.get(tables::CHECKPOINT)?.map_or(0, |v| v.value());
         tx.commit()?;
+        let (mut wal, records) = wal::Wal::open(&dir.join("mediagate.wal"), checkpoint)?;
+        if !records.is_empty() {
+            let tx = db.begin_write()?;
+            for record in &records {
+                for change in wal::decode_changes(record)? {
+                    tables::named(change.table)?.apply(&tx, change.key, change.value)?;
+                }
+            }
+            tx.commit()?;
+            tracing::info!(records = records.len(), "replayed the write-ahead log");
+        }
+        writer::checkpoint(&db, &mut wal, false)?;
         let db = Arc::new(db);
-        Ok(Store { writer: writer::Writer::start(db.clone())?, db, key_cache: Arc::default() })
+        Ok(Store { writer: writer::Writer::start(db.clone(), wal)?, db, key_cache: Arc::default() })
     }
 
     pub(crate) fn db(&self) -> &Database {
@@ -101,7 +102,7 @@ impl Store {
     pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     {
         self.writer.write(op)
     }
@@ -110,7 +111,7 @@ impl Store {
     pub(crate) fn queue<T, F>(&self, commit: Commit, op: F) -> Pending<T>
     where
         T: Send + 'static,
-        F: FnOnce(&redb::WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     {
         self.writer.queue(commit, op)
     }
@@ -121,10 +122,10 @@ impl Store {
         self.writer.close()
     }
 
-    /// Resolves once every write queued before it is on disk: for answers that repeat state another
-    /// request wrote (an idempotent replay) and must not get ahead of its commit.
-    pub fn barrier(&self) -> Pending<()> {
-        self.writer.queue(Commit::Durable, |_| Ok(()))
+    /// Resolves once every write applied so far is on disk: for answers that show state another request
+    /// wrote (a task read, an idempotent replay) and must not get ahead of its commit.
+    pub async fn caught_up(&self) -> Result<(), StoreError> {
+        self.writer.caught_up().await
     }
 
     /// Models switched on or off by an operator, overriding the spec's `enabled`.
@@ -140,10 +141,8 @@ impl Store {
     }
 
     pub fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
-        tx.open_table(MODEL_SWITCHES)?.insert(model, enabled)?;
-        tx.commit()?;
-        Ok(())
+        let model = model.to_string();
+        self.write(move |tx| tx.open_table(MODEL_SWITCHES)?.insert(model.as_str(), enabled))
     }
 }
 
@@ -153,4 +152,63 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     Ok(serde_json::from_slice(bytes)?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::ledger::{EntryKind, Posting, Pot};
+    use super::*;
+
+    /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
+    fn crash_image(live: &Path, files: &[&str]) -> tempfile::TempDir {
+        let image = tempfile::tempdir().unwrap();
+        for file in files {
+            std::fs::copy(live.join(file), image.path().join(file)).unwrap();
+        }
+        image
+    }
+
+    #[test]
+    fn durable_writes_survive_a_crash_through_the_log() {
+        let live = tempfile::tempdir().unwrap();
+        let store = Store::open(live.path()).unwrap();
+        store.ensure_account("acme").unwrap();
+        let top_up = |delta| Posting {
+            account: "acme".into(),
+            kind: EntryKind::TopUp,
+            pot: Pot::Balance,
+            delta,
+            task_id: None,
+            note: "test".into(),
+        };
+        store.post(&[top_up(5_000_000), top_up(2_000_000)]).unwrap();
+        store.set_model_switch("some-model", false).unwrap();
+
+        // redb alone has none of it yet...
+        let without_log = Store::open(crash_image(live.path(), &["mediagate.redb"]).path()).unwrap();
+        assert!(without_log.account("acme").unwrap().is_none());
+        // ...and with the log, every write is back.
+        let image = crash_image(live.path(), &["mediagate.redb", "mediagate.wal"]);
+        let recovered = Store::open(image.path()).unwrap();
+        assert!(recovered.account("acme").unwrap().is_some());
+        assert_eq!(recovered.funds("acme").unwrap().balance, 7_000_000);
+        assert_eq!(recovered.model_switches().unwrap(), [("some-model".to_string(), false)]);
+        assert!(recovered.verify_ledger().unwrap().problems.is_empty());
+        // The replay was checkpointed: the recovered store opens again to the same state.
+        drop(recovered);
+        let reopened = Store::open(image.path()).unwrap();
+        assert_eq!(reopened.funds("acme").unwrap().balance, 7_000_000);
+        assert!(reopened.verify_ledger().unwrap().problems.is_empty());
+    }
+
+    #[test]
+    fn a_closed_store_needs_no_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.ensure_account("acme").unwrap();
+        store.close().unwrap();
+        let image = crash_image(dir.path(), &["mediagate.redb"]);
+        assert!(Store::open(image.path()).unwrap().account("acme").unwrap().is_some());
+    }
 }

@@ -1,9 +1,10 @@
 //! Task records. Every status change is a compare-and-swap inside one write transaction, so a task reaches
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
+use super::Tx;
 use super::ledger::{self, EntryKind, Posting, Shortfall};
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -133,7 +134,7 @@ impl Store {
         hold: Option<Hold>,
         commit: Commit,
     ) -> Pending<(Inserted, TaskRecord)> {
-        self.queue(commit, move |tx: &WriteTransaction| {
+        self.queue(commit, move |tx: &Tx| {
             // Every refusal is decided before the first write, so a refused insert writes nothing.
             if let Some((key, _)) = &idempotency {
                 let table = tx.open_table(IDEMPOTENCY)?;
@@ -197,7 +198,7 @@ impl Store {
         change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Pending<Option<TaskRecord>> {
         let (task_id, expected) = (task_id.to_string(), expected.to_vec());
-        self.queue(commit, move |tx: &WriteTransaction| {
+        self.queue(commit, move |tx: &Tx| {
             let mut tasks = tx.open_table(TASKS)?;
             let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
             let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };

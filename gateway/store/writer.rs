@@ -1,30 +1,43 @@
 //! Group commit: every write goes through one writer thread, which runs the writes waiting in its queue
-//! in one redb transaction and commits them together, so concurrent requests share the cost of a flush.
+//! in one redb transaction and commits them together, so concurrent requests share the cost of an fsync.
 //! Writes in a batch run in arrival order and see each other, as if they ran one by one.
 //!
-//! A write is either [`Commit::Durable`] (its caller hears back only once it is on disk) or
-//! [`Commit::Deferred`] (its caller hears back once it is applied and visible; it reaches the disk with the
-//! next durable commit, which every code path that answers a client waits for). A batch holding any durable
-//! write commits with `Durability::Immediate`, else with `Durability::None`, so deferred writes never cost
-//! an fsync of their own. redb applies commits in order, so a durable commit also persists every deferred
-//! one before it.
+//! A batch is committed to redb without an fsync (applied and visible at once) and its changes are
+//! appended to the write-ahead log (`wal`); an fsync of the log is what makes it durable. A write is either
+//! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
+//! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
+//! fsync, which every code path that answers a client waits for). Every so often (and when the store
+//! closes) the writer checkpoints: a durable redb commit, after which the log starts over.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
+//! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
 //!
 //! A write that fails fails its batch: the transaction is dropped (nothing of it is written) and every
 //! caller in it gets the error. Writes fail only on storage errors or a broken invariant, which would
-//! have failed their neighbours too.
+//! have failed their neighbours too. A failure to log a committed batch stops the writer: what readers
+//! may have seen could not be made durable, so no later write is taken.
 
 use super::StoreError;
-use redb::{Database, Durability, WriteTransaction};
+use super::tables::{CHECKPOINT, META};
+use super::tx::Tx;
+use super::wal::Wal;
+use redb::{Database, Durability};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use tokio::sync::oneshot;
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
+/// A checkpoint is due once the log holds this much...
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
+/// batches) and bounds the log a restart after a crash replays. Unit tests checkpoint only on close, so
+/// what they find on disk meanwhile is the log's doing.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(if cfg!(test) { 3600 } else { 1 });
 
 /// How soon a write must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +55,7 @@ trait Job: Send {
     fn closes(&self) -> bool {
         false
     }
-    fn run(&mut self, tx: &WriteTransaction) -> Result<(), StoreError>;
+    fn run(&mut self, tx: &Tx) -> Result<(), StoreError>;
     fn deliver(self: Box<Self>, outcome: Result<(), StoreError>);
 }
 
@@ -53,12 +66,12 @@ struct TypedJob<T, F> {
     reply: Reply<T>,
 }
 
-impl<T: Send, F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send> Job for TypedJob<T, F> {
+impl<T: Send, F: FnOnce(&Tx) -> Result<T, StoreError> + Send> Job for TypedJob<T, F> {
     fn commit(&self) -> Commit {
         self.commit
     }
 
-    fn run(&mut self, tx: &WriteTransaction) -> Result<(), StoreError> {
+    fn run(&mut self, tx: &Tx) -> Result<(), StoreError> {
         let op = self.op.take().ok_or_else(|| StoreError::new("write ran twice"))?;
         self.result = Some(op(tx)?);
         Ok(())
@@ -74,8 +87,9 @@ impl<T: Send, F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send> Job 
     }
 }
 
-/// The last write: commits what is queued with redb's allocator state recorded (quick repair), so the next
-/// open needs no full repair even if the process exits before the database handle drops.
+/// The last write: checkpoints what is queued with redb's allocator state recorded (quick repair), so the
+/// next open replays nothing and needs no full repair even if the process exits before the database
+/// handle drops.
 struct Close(mpsc::SyncSender<Result<(), StoreError>>);
 
 impl Job for Close {
@@ -87,7 +101,7 @@ impl Job for Close {
         true
     }
 
-    fn run(&mut self, _: &WriteTransaction) -> Result<(), StoreError> {
+    fn run(&mut self, _: &Tx) -> Result<(), StoreError> {
         Ok(())
     }
 
@@ -122,12 +136,15 @@ enum Reply<T> {
 #[derive(Clone)]
 pub(crate) struct Writer {
     shared: Arc<Shared>,
+    progress: Arc<Progress>,
+    /// The sequence number of the last log record known durable; closed when the writer stops.
+    durable: watch::Receiver<u64>,
 }
 
 /// The queue and the thread behind it. When the last `Store` clone goes, the queue closes, the thread
-/// finishes what is queued and exits, and dropping it waits for that: the thread holds the last handle to
-/// the database, so redb closes the file cleanly (a file not closed cleanly is repaired, slowly, on the
-/// next open).
+/// finishes what is queued, checkpoints and exits, and dropping it waits for that: the thread holds the
+/// last handle to the database, so redb closes the file cleanly (a file not closed cleanly is repaired,
+/// slowly, on the next open).
 struct Shared {
     queue: Option<mpsc::Sender<Box<dyn Job>>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -142,21 +159,37 @@ impl Drop for Shared {
     }
 }
 
+/// How far the writer has got, by log sequence number, for [`Writer::caught_up`].
+struct Progress {
+    /// The last batch applied. Set before its redb commit, so a reader that sees a batch's changes reads
+    /// at least its number.
+    visible: AtomicU64,
+    /// The last batch an fsync is coming for (one holding a durable write). Set before `visible`.
+    syncing: AtomicU64,
+}
+
 impl Writer {
-    pub(crate) fn start(db: Arc<Database>) -> Result<Writer, StoreError> {
+    /// Starts the writer on a store whose log holds nothing beyond its checkpoint.
+    pub(crate) fn start(db: Arc<Database>, wal: Wal) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
-        let thread = std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || run(&db, &jobs))
-            .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?;
-        Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }) })
+        let last = wal.last_seq();
+        let progress = Arc::new(Progress { visible: AtomicU64::new(last), syncing: AtomicU64::new(last) });
+        let (durable_tx, durable) = watch::channel(last);
+        let thread = {
+            let progress = progress.clone();
+            std::thread::Builder::new()
+                .name("store-writer".into())
+                .spawn(move || run(&db, wal, &jobs, &progress, &durable_tx))
+                .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?
+        };
+        Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }), progress, durable })
     }
 
     /// Queues `op` for the next batch; the returned future resolves once the batch is committed as asked.
     pub(crate) fn queue<T, F>(&self, commit: Commit, op: F) -> Pending<T>
     where
         T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = TypedJob { commit, op: Some(op), result: None, reply: Reply::Async(reply) };
@@ -167,7 +200,7 @@ impl Writer {
     pub(crate) fn write<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = mpsc::sync_channel(1);
         let job = TypedJob { commit: Commit::Durable, op: Some(op), result: None, reply: Reply::Blocking(reply) };
@@ -175,8 +208,22 @@ impl Writer {
         answer.recv().map_err(|_| dropped())?
     }
 
-    /// Commits every queued write and stops the writer (later writes fail): for a stopping process, which
-    /// may exit before the last `Store` clone drops and closes the file.
+    /// Resolves once every write applied so far is durable: for answers that show stored state, which
+    /// must not show what a crash could still undo. Immediate when nothing is pending; otherwise it waits
+    /// for the fsync under way, or asks for one if only deferred writes are pending.
+    pub(crate) async fn caught_up(&self) -> Result<(), StoreError> {
+        let visible = self.progress.visible.load(Ordering::Acquire);
+        if *self.durable.borrow() >= visible {
+            return Ok(());
+        }
+        if self.progress.syncing.load(Ordering::Acquire) < visible {
+            return self.queue(Commit::Durable, |_| Ok(())).await;
+        }
+        self.durable.clone().wait_for(|durable| *durable >= visible).await.map(drop).map_err(|_| dropped())
+    }
+
+    /// Commits every queued write, checkpoints and stops the writer (later writes fail): for a stopping
+    /// process, which may exit before the last `Store` clone drops and closes the file.
     pub(crate) fn close(&self) -> Result<(), StoreError> {
         let (reply, answer) = mpsc::sync_channel(1);
         self.enqueue(Box::new(Close(reply)))?;
@@ -189,8 +236,29 @@ impl Writer {
     }
 }
 
-fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
-    while let Ok(first) = jobs.recv() {
+fn run(
+    db: &Database,
+    mut wal: Wal,
+    jobs: &mpsc::Receiver<Box<dyn Job>>,
+    progress: &Progress,
+    durable: &watch::Sender<u64>,
+) {
+    let mut last_checkpoint = Instant::now();
+    loop {
+        let first = match jobs.recv_timeout(CHECKPOINT_INTERVAL) {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                checkpoint_if_due(db, &mut wal, &mut last_checkpoint);
+                continue;
+            }
+            // Every handle is gone: leave a checkpointed store behind.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Err(e) = checkpoint(db, &mut wal, true) {
+                    tracing::error!(error = %e, "final store checkpoint failed; the log keeps every write");
+                }
+                return;
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
@@ -198,26 +266,109 @@ fn run(db: &Database, jobs: &mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
-        let closing = batch.iter().any(|job| job.closes());
-        let outcome = commit(db, &mut batch, closing);
-        for job in batch {
-            job.deliver(outcome.clone());
-        }
-        if closing {
+        let outcome = commit(db, &mut wal, &mut batch, progress, durable);
+        if batch.iter().any(|job| job.closes()) {
+            let outcome = outcome.map_err(Failed::into_error).and_then(|()| checkpoint(db, &mut wal, true));
+            deliver(batch, &outcome);
             return;
+        }
+        match outcome {
+            Ok(()) => {
+                deliver(batch, &Ok(()));
+                checkpoint_if_due(db, &mut wal, &mut last_checkpoint);
+            }
+            Err(Failed::Batch(e)) => deliver(batch, &Err(e)),
+            Err(Failed::Log(e)) => {
+                tracing::error!(error = %e, "the store could not log a committed batch; it takes no more writes");
+                deliver(batch, &Err(e));
+                return;
+            }
         }
     }
 }
 
-/// Runs and commits one batch; `closing` records the allocator state for a fast next open.
-fn commit(db: &Database, batch: &mut [Box<dyn Job>], closing: bool) -> Result<(), StoreError> {
-    let mut tx = db.begin_write()?;
-    let durable = batch.iter().any(|job| job.commit() == Commit::Durable);
-    tx.set_durability(if durable { Durability::Immediate } else { Durability::None })?;
-    tx.set_quick_repair(closing);
-    for job in batch.iter_mut() {
-        job.run(&tx)?;
+fn deliver(batch: Vec<Box<dyn Job>>, outcome: &Result<(), StoreError>) {
+    for job in batch {
+        job.deliver(outcome.clone());
     }
+}
+
+/// Why a batch failed: before the log knew of it (nothing of it remains), or after it was applied and
+/// could not be logged (what readers saw cannot be made durable: the writer stops).
+enum Failed {
+    Batch(StoreError),
+    Log(StoreError),
+}
+
+impl Failed {
+    fn into_error(self) -> StoreError {
+        match self {
+            Failed::Batch(e) | Failed::Log(e) => e,
+        }
+    }
+}
+
+impl<E: Into<StoreError>> From<E> for Failed {
+    fn from(e: E) -> Failed {
+        Failed::Batch(e.into())
+    }
+}
+
+/// Runs one batch, commits it to redb without an fsync, logs its changes and, if a write in it is
+/// durable, fsyncs the log.
+fn commit(
+    db: &Database,
+    wal: &mut Wal,
+    batch: &mut [Box<dyn Job>],
+    progress: &Progress,
+    durable: &watch::Sender<u64>,
+) -> Result<(), Failed> {
+    let must_sync = batch.iter().any(|job| job.commit() == Commit::Durable);
+    let mut tx = db.begin_write()?;
+    tx.set_durability(Durability::None)?;
+    let logged = Tx::new(&tx);
+    for job in batch.iter_mut() {
+        job.run(&logged)?;
+    }
+    let changes = logged.into_changes();
+    if !changes.is_empty() {
+        let seq = wal.last_seq() + 1;
+        if must_sync {
+            progress.syncing.store(seq, Ordering::Release);
+        }
+        progress.visible.store(seq, Ordering::Release);
+    }
+    let committed = tx.commit();
+    if !changes.is_empty() {
+        // A batch that failed to commit still uses up its number (as an empty record), so a reader that
+        // read the number waits for nothing that will never come.
+        let logged = if committed.is_ok() { changes.as_slice() } else { &[] };
+        wal.append(logged).map_err(Failed::Log)?;
+    }
+    if must_sync || committed.is_err() {
+        wal.sync().map_err(Failed::Log)?;
+        durable.send_replace(wal.last_seq());
+    }
+    Ok(committed?)
+}
+
+fn checkpoint_if_due(db: &Database, wal: &mut Wal, last: &mut Instant) {
+    if wal.len() < CHECKPOINT_BYTES && (wal.len() == 0 || last.elapsed() < CHECKPOINT_INTERVAL) {
+        return;
+    }
+    match checkpoint(db, wal, false) {
+        Ok(()) => *last = Instant::now(),
+        Err(e) => tracing::error!(error = %e, "store checkpoint failed; the log keeps every write"),
+    }
+}
+
+/// Makes everything applied durable in redb itself, with the log's last sequence number, and starts the
+/// log over. `closing` also records redb's allocator state, so the next open needs no repair.
+pub(crate) fn checkpoint(db: &Database, wal: &mut Wal, closing: bool) -> Result<(), StoreError> {
+    let mut tx = db.begin_write()?;
+    tx.set_quick_repair(closing);
+    tx.open_table(META)?.insert(CHECKPOINT, wal.last_seq())?;
     tx.commit()?;
+    wal.restart();
     Ok(())
 }
