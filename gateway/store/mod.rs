@@ -9,6 +9,7 @@
 
 mod accounts;
 pub mod ledger;
+mod syncer;
 mod tables;
 mod tasks;
 mod tx;

@@ -13,17 +13,17 @@
 
 use super::StoreError;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const HEADER: usize = 16;
 
-/// The open log: where the next record goes and whether the file holds bytes not yet fsynced.
+/// The open log: where the next record goes. Its fsyncs are the syncer's (`sync_handle`).
 pub(crate) struct Wal {
     file: File,
     offset: u64,
     next_seq: u64,
-    unsynced: bool,
     record: Vec<u8>,
 }
 
@@ -36,13 +36,7 @@ impl Wal {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let records = records_after(&bytes, checkpoint);
-        let wal = Wal {
-            file,
-            offset: 0,
-            next_seq: checkpoint + 1 + records.len() as u64,
-            unsynced: false,
-            record: Vec::new(),
-        };
+        let wal = Wal { file, offset: 0, next_seq: checkpoint + 1 + records.len() as u64, record: Vec::new() };
         Ok((wal, records.into_iter().map(<[u8]>::to_vec).collect()))
     }
 
@@ -56,6 +50,11 @@ impl Wal {
         self.offset
     }
 
+    /// A handle on the same file for fsyncs, which cover every record written before they start.
+    pub(crate) fn sync_handle(&self) -> Result<File, StoreError> {
+        self.file.try_clone().map_err(failed)
+    }
+
     /// Writes one record (not yet fsynced).
     pub(crate) fn append(&mut self, changes: &[u8]) -> Result<(), StoreError> {
         let seq = self.next_seq;
@@ -67,19 +66,9 @@ impl Wal {
         self.record.extend_from_slice(&crc.finalize().to_le_bytes());
         self.record.extend_from_slice(&seq.to_le_bytes());
         self.record.extend_from_slice(changes);
-        self.file.seek(SeekFrom::Start(self.offset)).and_then(|_| self.file.write_all(&self.record)).map_err(failed)?;
+        self.file.write_all_at(&self.record, self.offset).map_err(failed)?;
         self.offset += self.record.len() as u64;
         self.next_seq += 1;
-        self.unsynced = true;
-        Ok(())
-    }
-
-    /// Makes every appended record durable (a no-op when nothing is pending).
-    pub(crate) fn sync(&mut self) -> Result<(), StoreError> {
-        if self.unsynced {
-            self.file.sync_data().map_err(failed)?;
-            self.unsynced = false;
-        }
         Ok(())
     }
 
@@ -88,7 +77,6 @@ impl Wal {
     /// past the first record that does not carry the next sequence number.
     pub(crate) fn restart(&mut self) {
         self.offset = 0;
-        self.unsynced = false;
     }
 }
 
@@ -208,12 +196,10 @@ mod tests {
         for key in ["a", "b", "c"] {
             wal.append(&changes(key)).unwrap();
         }
-        wal.sync().unwrap();
         assert_eq!(keys(&Wal::open(&path, 0).unwrap().1), ["a", "b", "c"]);
         // Checkpointed at 3, the log starts over with one shorter record: the old tail is never replayed.
         wal.restart();
         wal.append(&changes("d")).unwrap();
-        wal.sync().unwrap();
         assert_eq!(keys(&Wal::open(&path, 3).unwrap().1), ["d"]);
         // A checkpoint that holds the whole log leaves nothing; one taken before the restart reads stale
         // records, which do not carry the number it expects.
@@ -235,7 +221,6 @@ mod tests {
         let path = dir.path().join("log");
         let (mut wal, _) = Wal::open(&path, 7).unwrap();
         wal.append(&changes("a")).unwrap();
-        wal.sync().unwrap();
         let (wal, replay) = Wal::open(&path, 7).unwrap();
         assert_eq!((replay.len(), wal.last_seq()), (1, 8));
     }

@@ -3,7 +3,8 @@
 //! Writes in a batch run in arrival order and see each other, as if they ran one by one.
 //!
 //! A batch is committed to redb without an fsync (applied and visible at once) and its changes are
-//! appended to the write-ahead log (`wal`); an fsync of the log is what makes it durable. A write is either
+//! appended to the write-ahead log (`wal`); an fsync of the log, on the syncer's thread (`syncer`) while
+//! the writer goes on with the next batch, is what makes it durable. A write is either
 //! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
 //! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
 //! fsync, which every code path that answers a client waits for). Every so often (and when the store
@@ -18,6 +19,7 @@
 //! may have seen could not be made durable, so no later write is taken.
 
 use super::StoreError;
+use super::syncer::Syncer;
 use super::tables::{CHECKPOINT, META};
 use super::tx::Tx;
 use super::wal::Wal;
@@ -49,7 +51,7 @@ pub enum Commit {
     Deferred,
 }
 
-trait Job: Send {
+pub(super) trait Job: Send {
     fn commit(&self) -> Commit;
     /// The writer's last write: see [`Writer::close`].
     fn closes(&self) -> bool {
@@ -122,7 +124,7 @@ impl<T: Send + 'static> IntoFuture for Pending<T> {
     }
 }
 
-fn dropped() -> StoreError {
+pub(super) fn dropped() -> StoreError {
     StoreError::new("the store writer dropped a write")
 }
 
@@ -175,11 +177,12 @@ impl Writer {
         let last = wal.last_seq();
         let progress = Arc::new(Progress { visible: AtomicU64::new(last), syncing: AtomicU64::new(last) });
         let (durable_tx, durable) = watch::channel(last);
+        let syncer = Syncer::start(&wal, durable_tx)?;
         let thread = {
             let progress = progress.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || run(&db, wal, &jobs, &progress, &durable_tx))
+                .spawn(move || run(&db, wal, &jobs, &progress, syncer))
                 .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?
         };
         Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }), progress, durable })
@@ -236,13 +239,7 @@ impl Writer {
     }
 }
 
-fn run(
-    db: &Database,
-    mut wal: Wal,
-    jobs: &mpsc::Receiver<Box<dyn Job>>,
-    progress: &Progress,
-    durable: &watch::Sender<u64>,
-) {
+fn run(db: &Database, mut wal: Wal, jobs: &mpsc::Receiver<Box<dyn Job>>, progress: &Progress, syncer: Syncer) {
     let mut last_checkpoint = Instant::now();
     loop {
         let first = match jobs.recv_timeout(CHECKPOINT_INTERVAL) {
@@ -266,18 +263,33 @@ fn run(
                 Err(_) => break,
             }
         }
-        let outcome = commit(db, &mut wal, &mut batch, progress, durable);
+        if syncer.failed() {
+            deliver(batch, &Err(StoreError::new("the store could not fsync its log; it takes no more writes")));
+            return;
+        }
+        let outcome = commit(db, &mut wal, &mut batch, progress);
         if batch.iter().any(|job| job.closes()) {
-            let outcome = outcome.map_err(Failed::into_error).and_then(|()| checkpoint(db, &mut wal, true));
+            // The checkpoint makes everything durable, whatever fsync is still under way.
+            let outcome = outcome.map_err(Failed::into_error).and_then(|_| checkpoint(db, &mut wal, true));
+            drop(syncer); // the fsyncs under way finish and their writes hear back first
             deliver(batch, &outcome);
             return;
         }
         match outcome {
-            Ok(()) => {
-                deliver(batch, &Ok(()));
+            Ok(must_sync) => {
+                let (durable, deferred) = batch.into_iter().partition(|job| job.commit() == Commit::Durable);
+                deliver(deferred, &Ok(()));
+                if must_sync && !syncer.sync(wal.last_seq(), durable) {
+                    tracing::error!("the store's log syncer stopped; it takes no more writes");
+                    return;
+                }
                 checkpoint_if_due(db, &mut wal, &mut last_checkpoint);
             }
-            Err(Failed::Batch(e)) => deliver(batch, &Err(e)),
+            Err(Failed::Batch(e)) => {
+                // Its number may be used up by an empty record that a reader waits on.
+                syncer.sync(wal.last_seq(), Vec::new());
+                deliver(batch, &Err(e));
+            }
             Err(Failed::Log(e)) => {
                 tracing::error!(error = %e, "the store could not log a committed batch; it takes no more writes");
                 deliver(batch, &Err(e));
@@ -314,15 +326,9 @@ impl<E: Into<StoreError>> From<E> for Failed {
     }
 }
 
-/// Runs one batch, commits it to redb without an fsync, logs its changes and, if a write in it is
-/// durable, fsyncs the log.
-fn commit(
-    db: &Database,
-    wal: &mut Wal,
-    batch: &mut [Box<dyn Job>],
-    progress: &Progress,
-    durable: &watch::Sender<u64>,
-) -> Result<(), Failed> {
+/// Runs one batch, commits it to redb without an fsync and logs its changes; answers whether the log
+/// must be fsynced for it (a write in it is durable).
+fn commit(db: &Database, wal: &mut Wal, batch: &mut [Box<dyn Job>], progress: &Progress) -> Result<bool, Failed> {
     let must_sync = batch.iter().any(|job| job.commit() == Commit::Durable);
     let mut tx = db.begin_write()?;
     tx.set_durability(Durability::None)?;
@@ -331,25 +337,27 @@ fn commit(
         job.run(&logged)?;
     }
     let changes = logged.into_changes();
-    if !changes.is_empty() {
-        let seq = wal.last_seq() + 1;
-        if must_sync {
-            progress.syncing.store(seq, Ordering::Release);
+    if changes.is_empty() {
+        tx.commit()?;
+        return Ok(must_sync);
+    }
+    let seq = wal.last_seq() + 1;
+    if must_sync {
+        progress.syncing.store(seq, Ordering::Release);
+    }
+    progress.visible.store(seq, Ordering::Release);
+    match tx.commit() {
+        Ok(()) => {
+            wal.append(&changes).map_err(Failed::Log)?;
+            Ok(must_sync)
         }
-        progress.visible.store(seq, Ordering::Release);
+        // The failed batch still uses up its number (as an empty record, fsynced with the next durable
+        // batch), so a reader that read the number is not left waiting for it.
+        Err(e) => {
+            wal.append(&[]).map_err(Failed::Log)?;
+            Err(Failed::Batch(e.into()))
+        }
     }
-    let committed = tx.commit();
-    if !changes.is_empty() {
-        // A batch that failed to commit still uses up its number (as an empty record), so a reader that
-        // read the number waits for nothing that will never come.
-        let logged = if committed.is_ok() { changes.as_slice() } else { &[] };
-        wal.append(logged).map_err(Failed::Log)?;
-    }
-    if must_sync || committed.is_err() {
-        wal.sync().map_err(Failed::Log)?;
-        durable.send_replace(wal.last_seq());
-    }
-    Ok(committed?)
 }
 
 fn checkpoint_if_due(db: &Database, wal: &mut Wal, last: &mut Instant) {

@@ -1,0 +1,84 @@
+//! The log's fsyncs, on a thread of their own: the writer commits and logs the next batch while the last
+//! one reaches the disk, and every batch waiting when an fsync starts shares it.
+
+use super::StoreError;
+use super::wal::Wal;
+use super::writer::Job;
+use std::fs::File;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use tokio::sync::watch;
+
+/// The writer's handle. Dropping it waits until every fsync asked for is done and its writes heard back.
+pub(super) struct Syncer {
+    requests: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    failed: Arc<AtomicBool>,
+}
+
+/// Make the log durable up to record `upto`, then answer `jobs`.
+struct Request {
+    upto: u64,
+    jobs: Vec<Box<dyn Job>>,
+}
+
+impl Syncer {
+    /// Starts the thread; it publishes the last durable record's number on `durable`.
+    pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>) -> Result<Syncer, StoreError> {
+        let file = wal.sync_handle()?;
+        let (requests, queue) = mpsc::channel();
+        let failed = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let failed = failed.clone();
+            std::thread::Builder::new()
+                .name("store-syncer".into())
+                .spawn(move || run(&file, &queue, &durable, &failed))
+                .map_err(|e| StoreError::new(format!("cannot start the store syncer: {e}")))?
+        };
+        Ok(Syncer { requests: Some(requests), thread: Some(thread), failed })
+    }
+
+    /// Asks for an fsync covering record `upto`; `jobs` hear back once it is done. False if the syncer
+    /// has stopped (the jobs then hear that their write was dropped).
+    pub(super) fn sync(&self, upto: u64, jobs: Vec<Box<dyn Job>>) -> bool {
+        self.requests.as_ref().is_some_and(|requests| requests.send(Request { upto, jobs }).is_ok())
+    }
+
+    /// Whether an fsync failed: nothing applied since can be made durable.
+    pub(super) fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(file: &File, queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        group.extend(queue.try_iter());
+        let upto = group.iter().map(|request| request.upto).max().unwrap_or_default();
+        let outcome = file.sync_data().map_err(|e| StoreError::new(format!("write-ahead log fsync: {e}")));
+        match &outcome {
+            Ok(()) => drop(durable.send_if_modified(|last| std::mem::replace(last, upto.max(*last)) < upto)),
+            Err(e) => {
+                tracing::error!(error = %e, "the store could not fsync its log; it takes no more writes");
+                failed.store(true, Ordering::Release);
+            }
+        }
+        for job in group.into_iter().flat_map(|request| request.jobs) {
+            job.deliver(outcome.clone());
+        }
+        if outcome.is_err() {
+            return;
+        }
+    }
+}
