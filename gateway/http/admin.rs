@@ -199,7 +199,8 @@ async fn create_key(
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     account_exists(&state, &account)?;
-    let key = state.store.create_key(&account)?;
+    let (store, owner) = (state.store.clone(), account.clone());
+    let key = web::block(move || store.create_key(&owner)).await.map_err(ApiError::internal)??;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
 }
@@ -216,7 +217,8 @@ async fn revoke_keys(
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
     account_exists(&state, &account)?;
-    let revoked = state.store.revoke_keys(&account, &prefix)?;
+    let (store, owner, given) = (state.store.clone(), account.clone(), prefix.clone());
+    let revoked = web::block(move || store.revoke_keys(&owner, &given)).await.map_err(ApiError::internal)??;
     if revoked == 0 {
         return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
     }
