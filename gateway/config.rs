@@ -26,6 +26,8 @@ pub struct Config {
     pub billing: BillingConfig,
     /// Caps every model's deadline (seconds); 0 keeps the spec's deadlines.
     pub max_task_seconds: u64,
+    /// Memory for finished tasks' rendered answers to `GET /v1/tasks/{id}` (bytes); 0 keeps none.
+    pub finished_task_cache_bytes: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -102,6 +104,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             billing: BillingConfig::default(),
             max_task_seconds: 0,
+            finished_task_cache_bytes: 64 * 1024 * 1024,
         }
     }
 }

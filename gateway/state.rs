@@ -4,6 +4,7 @@ use crate::catalog::Registry;
 use crate::config::Config;
 use crate::limits::Limits;
 use crate::store::Store;
+use crate::tasks::answers::FinishedAnswers;
 use crate::tasks::poller::Poller;
 use crate::upstream::Upstreams;
 use std::sync::Arc;
@@ -15,6 +16,8 @@ pub struct AppState {
     pub upstreams: Upstreams,
     pub poller: Poller,
     pub limits: Limits,
+    /// Answers of finished task reads, kept rendered.
+    pub finished: FinishedAnswers,
 }
 
 impl AppState {
@@ -26,6 +29,7 @@ impl AppState {
         limits.restore(in_flight.iter().map(|t| t.account.clone()));
         crate::metrics::set_in_flight(in_flight.len() as i64);
         let poller = Poller::new(in_flight);
-        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller, limits })
+        let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
+        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller, limits, finished })
     }
 }

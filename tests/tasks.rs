@@ -182,6 +182,9 @@ fn an_idempotency_key_replays_the_original_task_and_refuses_a_different_body() {
 fn tasks_are_scoped_to_their_account() {
     let demo = Demo::start();
     let id = submit(&demo, &t2v("fox"));
+    // The owner's reads of the finished task keep its rendered answer, which still answers no one else.
+    demo.wait_terminal(&id, Duration::from_secs(60));
+    assert_eq!(demo.get(&format!("/v1/tasks/{id}")).status, 200);
     let other = demo.account("someone-else", 1_000_000_000, 0, 0);
     let theirs = demo.get_as(&other, &format!("/v1/tasks/{id}"));
     let missing = demo.get_as(&other, "/v1/tasks/task-does-not-exist");

@@ -1,6 +1,7 @@
 //! Tasks: creating one for an admitted submission, forwarding it, reading it back, cancelling it. The
 //! poller (in `poller`) owns every task between acceptance and its terminal state.
 
+pub mod answers;
 mod keys;
 pub mod poller;
 pub mod results;
