@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Profiles the gateway on the synchronous forward lane (`beta-image-2.0-pro_t2i` against the simulator in
 # instant mode), pinned like bench/run.sh: where the CPU time of a request goes, per thread, with call
-# graphs. Writes bench/profiles/<lane>.txt. Needs perf (linux-perf) and wrk; uses only 127.0.0.1.
-#   bash bench/profile.sh [sync|async]
+# graphs. Writes bench/profiles/<lane>.txt and keeps the raw profile in target/profile-<lane>.data (for
+# `perf report -i`). Needs perf (linux-perf) and wrk; uses only 127.0.0.1.
+#   bash bench/profile.sh [sync|async|read]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lane=${1:-sync}
@@ -17,9 +18,11 @@ start_simulator target/release $sim
 start_gateway target/release "$work/data" 19102 $sim
 gateway=$GATEWAY_PID
 lane_script "$lane" "$GATEWAY_KEY" > "$work/load.lua"
-taskset -c 1 wrk -t1 -c"$(lane_connections "$lane")" -d14s -s "$work/load.lua" "http://127.0.0.1:19102$(lane_path "$lane")" > "$work/wrk.txt" &
+task=$([ "$lane" = read ] && submit_task 19102 "$GATEWAY_KEY" || true)
+taskset -c 1 wrk -t1 -c"$(lane_connections "$lane")" -d14s -s "$work/load.lua" "http://127.0.0.1:19102$(lane_path "$lane" "$task")" > "$work/wrk.txt" &
 sleep 2
-perf record -e cpu-clock -F 1000 --call-graph dwarf,32768 -p $gateway -o "$work/perf.data" -- sleep 6 2>/dev/null
+data=target/profile-$lane.data
+perf record -e cpu-clock -F 1000 --call-graph dwarf,32768 -p $gateway -o "$data" -- sleep 6 2>/dev/null
 wait %3 2>/dev/null || true
 mkdir -p bench/profiles
 out=bench/profiles/$lane.txt
@@ -29,11 +32,11 @@ out=bench/profiles/$lane.txt
   grep -E "Requests/sec" "$work/wrk.txt" || true
   echo
   echo "## CPU by thread"
-  perf report -i "$work/perf.data" --stdio --no-children --sort comm -g none 2>/dev/null | grep -E '^ +[0-9]'
-  for thread in 'actix-rt|system' store-writer; do
+  perf report -i "$data" --stdio --no-children --sort comm -g none 2>/dev/null | grep -E '^ +[0-9]'
+  for thread in 'actix-rt|system' store-writer store-syncer; do
     echo
     echo "## $thread: inclusive time of the main frames (percent of all samples)"
-    perf report -i "$work/perf.data" --stdio --children --comms "$thread" --sort symbol -g none --percent-limit 2 2>/dev/null \
+    perf report -i "$data" --stdio --children --comms "$thread" --sort symbol -g none --percent-limit 2 2>/dev/null \
       | grep -E '^ +[0-9]' | grep -E 'mediagate|redb|awc|actix_http|serde|fdatasync|pwrite|send|recv|malloc|free' \
       | sed 's/  */ /g' | cut -c1-170 | head -40
   done
