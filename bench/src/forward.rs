@@ -2,10 +2,11 @@
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
 use crate::harness::{
-    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, median, met, metric,
+    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, median, met,
     rss_bytes, start, wait_listening,
 };
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
+use mediagate::store::TaskStatus;
 use std::time::{Duration, Instant};
 
 /// Clients submitting at once in the async lane: durable commits are shared by the writes waiting together.
@@ -174,6 +175,7 @@ pub fn run() -> String {
     let mut submit_p99 = Vec::new();
     let mut reads = Vec::new();
     let id = first_task_id(&gw_addr, &auth);
+    wait_finished(&gw_addr, &auth, &id);
     let read = Request::new(&gw_addr, "GET", &format!("/v1/tasks/{id}"), &[("Authorization", &auth)], "");
     for round in 0..ROUNDS {
         eprintln!("async round {}/{ROUNDS}", round + 1);
@@ -182,8 +184,6 @@ pub fn run() -> String {
         submit_p50.push(s.p50);
         submit_p99.push(s.p99);
     }
-    // Reads on a settled gateway: the submissions leave its poller tens of thousands of jobs to finish.
-    settle(&gw_addr);
     for round in 0..ROUNDS {
         eprintln!("read round {}/{ROUNDS}", round + 1);
         reads.push(saturate(&read, 16, Duration::from_secs(4)).rate());
@@ -192,11 +192,17 @@ pub fn run() -> String {
     render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads))
 }
 
-/// Waits (up to two minutes) until the gateway has no task in flight.
-fn settle(addr: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while metric(addr, "mediagate_tasks_in_flight ") > 0.0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(500));
+/// Waits (up to 30 s) until task `id` has finished: the read lane reads a finished task, while the
+/// submissions before it keep the poller busy (its queries are paced at the upstream's limit).
+fn wait_finished(addr: &str, auth: &str, id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let finished = || {
+        let (_, body) = http(addr, "GET", &format!("/v1/tasks/{id}"), &[("Authorization", auth)], "");
+        let task: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        serde_json::from_value::<TaskStatus>(task["status"].clone()).is_ok_and(TaskStatus::is_terminal)
+    };
+    while !finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -254,7 +260,7 @@ fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f
     out.push_str(&format!(
         "\n## Async (`alpha2.6-t2v_t2v`)\n\n| figure | value | target |\n|---|---|---|\n\
          | durable submissions/s ({SUBMIT_CONNECTIONS} conns) | {:.0} | >= 5000: {} |\n| submit p50 / p99 (us) | {:.0} / {:.0} | |\n\
-         | `GET /v1/tasks/{{id}}` reads/s (a finished task, 16 conns, poller idle) | {reads:.0} | >= 30000: {} |\n",
+         | `GET /v1/tasks/{{id}}` reads/s (a finished task, 16 conns, the async lane's jobs in flight) | {reads:.0} | >= 30000: {} |\n",
         submit.0,
         met(submit.0 >= 5000.0),
         submit.1,

@@ -163,9 +163,3 @@ pub fn call(
     let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
-
-/// The sum of a gateway's Prometheus samples whose line starts with `prefix`.
-pub fn metric(addr: &str, prefix: &str) -> f64 {
-    let (_, text) = http(addr, "GET", "/metrics", &[], "");
-    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
-}

@@ -10,8 +10,8 @@
 //! makes the task terminal, with `finished_ms`), for a sample of tasks linked through the admin task view.
 
 use crate::harness::{
-    ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, metric, percentile,
-    rss_bytes, start, wait_listening,
+    ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile, rss_bytes,
+    start, wait_listening,
 };
 use crate::loadgen::Connection;
 use mediagate::upstream::client::compact_time;
@@ -257,6 +257,11 @@ fn drain(addr: &str, count: u64) -> (u64, u64) {
 }
 
 /// The sum of the gateway's metric lines starting with `prefix`.
+fn metric(addr: &str, prefix: &str) -> f64 {
+    let (_, text) = http(addr, "GET", "/metrics", &[], "");
+    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
 fn get_json(addr: &str, path: &str, auth: &str) -> Value {
     let auth = format!("Bearer {auth}");
     let headers: &[(&str, &str)] = if auth.len() > 7 { &[("Authorization", &auth)] } else { &[] };
