@@ -1,9 +1,10 @@
 //! `bash bench/run.sh [SCENARIO...]`: runs the bench scenarios on this machine (all of them by default:
-//! `forward`, `poller`, `restart`), prints one report and writes it under bench/results/.
+//! `forward`, `poller`, `restart`, `disk`), prints one report and writes it under bench/results/.
 //!
 //! Servers are pinned to core 0 and load generators and the simulator to core 1, as the issue asks;
 //! figures are medians of alternating rounds, quoted with ratios measured side by side.
 
+mod disk;
 mod forward;
 mod harness;
 mod loadgen;
@@ -12,7 +13,7 @@ mod restart;
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 3] = ["forward", "poller", "restart"];
+const SCENARIOS: [&str; 4] = ["forward", "poller", "restart", "disk"];
 
 fn main() {
     let asked: Vec<String> = std::env::args().skip(1).collect();
@@ -30,6 +31,9 @@ fn main() {
     }
     if wanted("restart") {
         report.push_str(&restart::run());
+    }
+    if wanted("disk") {
+        report.push_str(&disk::run());
     }
     println!("{report}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
