@@ -37,8 +37,11 @@ const MAX_BATCH: usize = 1024;
 /// A checkpoint is due once the log holds this much...
 const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
-/// batches) and bounds the log a restart after a crash replays. Unit tests checkpoint only on close, so
-/// what they find on disk meanwhile is the log's doing.
+/// batches) and bounds the log a restart after a crash replays (and the data file's growth: redb reuses
+/// no page an unsynced commit freed). It holds up every write queued behind it, for longer the more was
+/// written since the last one: about 8 ms here at 1 s, 30-40 ms at 10 s or 16 MiB under the bench's load, so frequent
+/// small ones keep the tail shortest. Unit tests checkpoint only on close, so what they find on disk
+/// meanwhile is the log's doing.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(if cfg!(test) { 3600 } else { 1 });
 
 /// How soon a write must be on disk.
