@@ -38,10 +38,10 @@ const MAX_BATCH: usize = 1024;
 const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
 /// batches) and bounds the log a restart after a crash replays (and the data file's growth: redb reuses
-/// no page an unsynced commit freed). It holds up every write queued behind it, for longer the more was
-/// written since the last one: about 8 ms here at 1 s, 30-40 ms at 10 s or 16 MiB under the bench's load, so frequent
-/// small ones keep the tail shortest. Unit tests checkpoint only on close, so what they find on disk
-/// meanwhile is the log's doing.
+/// no page an unsynced commit freed). It holds up every write queued behind it, the longer the more was
+/// written since the last one: about 8 ms here at 1 s, 30-40 ms at 10 s or 16 MiB under the bench's
+/// load, so frequent small ones keep the tail shortest. Unit tests checkpoint only on close, so what they
+/// find on disk meanwhile is the log's doing.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(if cfg!(test) { 3600 } else { 1 });
 
 /// How soon a write must be on disk.
@@ -127,7 +127,7 @@ impl<T: Send + 'static> IntoFuture for Pending<T> {
     }
 }
 
-pub(super) fn dropped() -> StoreError {
+fn dropped() -> StoreError {
     StoreError::new("the store writer dropped a write")
 }
 
@@ -354,8 +354,8 @@ fn commit(db: &Database, wal: &mut Wal, batch: &mut [Box<dyn Job>], progress: &P
             wal.append(&changes).map_err(Failed::Log)?;
             Ok(must_sync)
         }
-        // The failed batch still uses up its number (as an empty record, fsynced with the next durable
-        // batch), so a reader that read the number is not left waiting for it.
+        // The failed batch still uses up its number (as an empty record, which `run` has fsynced at once),
+        // so a reader that read the number is not left waiting for it.
         Err(e) => {
             wal.append(&[]).map_err(Failed::Log)?;
             Err(Failed::Batch(e.into()))
