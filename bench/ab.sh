@@ -27,6 +27,7 @@ for v in old new; do
   task[$v]=$(submit_task "${port[$v]}" "${key[$v]}")
   for lane in sync async read; do lane_script $lane "${key[$v]}" > "$work/$v-$lane.lua"; done
 done
+for v in old new; do wait_finished "${port[$v]}" "${key[$v]}" "${task[$v]}"; done
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 run() { # BUILD LANE
   local c0 c1 out n

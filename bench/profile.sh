@@ -18,7 +18,11 @@ start_simulator target/release $sim
 start_gateway target/release "$work/data" 19102 $sim
 gateway=$GATEWAY_PID
 lane_script "$lane" "$GATEWAY_KEY" > "$work/load.lua"
-task=$([ "$lane" = read ] && submit_task 19102 "$GATEWAY_KEY" || true)
+task=
+if [ "$lane" = read ]; then
+  task=$(submit_task 19102 "$GATEWAY_KEY")
+  wait_finished 19102 "$GATEWAY_KEY" "$task"
+fi
 taskset -c 1 wrk -t1 -c"$(lane_connections "$lane")" -d14s -s "$work/load.lua" "http://127.0.0.1:19102$(lane_path "$lane" "$task")" > "$work/wrk.txt" &
 sleep 2
 data=target/profile-$lane.data

@@ -48,6 +48,16 @@ lane_connections() {
   if [ "$1" = async ]; then echo 64; else echo 16; fi
 }
 
+# wait_finished PORT KEY TASK_ID: waits (up to 30 s) until the task is terminal; the poller first asks
+# about a task after a quarter of its model's expected run time (15 s at most).
+wait_finished() {
+  for _ in $(seq 300); do
+    curl -s "http://127.0.0.1:$1/v1/tasks/$3" -H "Authorization: Bearer $2" |
+      grep -qE '"status":"(success|failed|timeout|cancelled)"' && return
+    sleep 0.1
+  done
+}
+
 # submit_task PORT KEY: submits one async task, prints its id.
 submit_task() {
   curl -s -XPOST "http://127.0.0.1:$1/v1/videos/generations" -H "Authorization: Bearer $2" \
