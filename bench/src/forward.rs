@@ -192,8 +192,8 @@ pub fn run() -> String {
     render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads))
 }
 
-/// Waits (up to 30 s) until task `id` has finished: the read lane reads a finished task, while the
-/// submissions before it keep the poller busy (its queries are paced at the upstream's limit).
+/// Waits (up to 30 s) until task `id` has finished, for the read lane: the poller first asks about a task
+/// after a quarter of its model's expected run time (15 s here).
 fn wait_finished(addr: &str, auth: &str, id: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let finished = || {
