@@ -5,6 +5,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::http::models::describe;
 use crate::state::AppState;
 use crate::store::ledger::{EntryKind, Posting, Pot};
+use crate::store::{Store, StoreError};
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -104,9 +105,8 @@ async fn create_account(
     if name.is_empty() || name.len() > 128 {
         return Err(ApiError::new(ErrorCode::invalid_parameter, "`name` must be 1-128 characters.").with_param("name"));
     }
-    let store = state.store.clone();
     let owned = name.to_string();
-    web::block(move || store.ensure_account(&owned)).await.map_err(ApiError::internal)??;
+    off_worker(&state, move |store| store.ensure_account(&owned)).await??;
     Ok(HttpResponse::Created().json(account_view(&state, name)?))
 }
 
@@ -129,13 +129,21 @@ async fn post_to_pot(
     note: String,
 ) -> Result<HttpResponse, ApiError> {
     account_exists(state, account)?;
-    let store = state.store.clone();
     let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
-    web::block(move || store.post(&[posting]))
-        .await
-        .map_err(ApiError::internal)?
+    off_worker(state, move |store| store.post(&[posting]))
+        .await?
         .map_err(|e| ApiError::new(ErrorCode::conflict, format!("The entry was refused: {e}")))?;
     Ok(HttpResponse::Ok().json(account_view(state, account)?))
+}
+
+/// Runs a store write on the blocking pool: it waits for an fsync, which would stall every request the
+/// worker serves. The outer error is the pool's, the inner the store's.
+async fn off_worker<T: Send + 'static>(
+    state: &AppState,
+    write: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<Result<T, StoreError>, ApiError> {
+    let store = state.store.clone();
+    web::block(move || write(&store)).await.map_err(ApiError::internal)
 }
 
 fn positive(amount: i64) -> Result<i64, ApiError> {
@@ -199,8 +207,8 @@ async fn create_key(
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     account_exists(&state, &account)?;
-    let (store, owner) = (state.store.clone(), account.clone());
-    let key = web::block(move || store.create_key(&owner)).await.map_err(ApiError::internal)??;
+    let owner = account.clone();
+    let key = off_worker(&state, move |store| store.create_key(&owner)).await??;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
 }
@@ -217,8 +225,8 @@ async fn revoke_keys(
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
     account_exists(&state, &account)?;
-    let (store, owner, given) = (state.store.clone(), account.clone(), prefix.clone());
-    let revoked = web::block(move || store.revoke_keys(&owner, &given)).await.map_err(ApiError::internal)??;
+    let (owner, given) = (account.clone(), prefix.clone());
+    let revoked = off_worker(&state, move |store| store.revoke_keys(&owner, &given)).await??;
     if revoked == 0 {
         return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
     }
@@ -331,9 +339,8 @@ async fn switch_model(
     };
     let spec = crate::catalog::ModelSpec::find(&model)
         .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
-    let store = state.store.clone();
     let id = spec.id;
-    web::block(move || store.set_model_switch(id, enabled)).await.map_err(ApiError::internal)??;
+    off_worker(&state, move |store| store.set_model_switch(id, enabled)).await??;
     state.registry.set_enabled(spec.id, enabled);
     Ok(HttpResponse::Ok().json(json!({"model": spec.id, "enabled": enabled})))
 }
