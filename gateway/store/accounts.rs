@@ -1,6 +1,6 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
-use super::{ACCOUNTS, KEYS, Store, StoreError, decode, encode};
+use super::{ACCOUNTS, KEYS, Store, StoreError, Tx, decode, encode};
 use rand::RngCore;
 use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,17 @@ pub fn hash_key(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
+/// The account, created in `tx` if it does not exist yet.
+fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {
+    let mut table = tx.open_table(ACCOUNTS)?;
+    if let Some(account) = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()? {
+        return Ok(account);
+    }
+    let account = Account { name: name.to_string(), created_at: now() };
+    table.insert(name, encode(&account)?.as_slice())?;
+    Ok(account)
+}
+
 fn now() -> String {
     chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
 }
@@ -66,18 +77,7 @@ impl Store {
     /// Creates the account if it does not exist yet; returns it either way.
     pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
         let name = name.to_string();
-        self.write(move |tx| {
-            let mut table = tx.open_table(ACCOUNTS)?;
-            let existing = table.get(name.as_str())?.map(|v| decode::<Account>(v.value())).transpose()?;
-            match existing {
-                Some(account) => Ok(account),
-                None => {
-                    let account = Account { name: name.clone(), created_at: now() };
-                    table.insert(name.as_str(), encode(&account)?.as_slice())?;
-                    Ok(account)
-                }
-            }
-        })
+        self.write(move |tx| ensure_account_in(tx, &name))
     }
 
     pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
@@ -97,11 +97,11 @@ impl Store {
 
     /// Stores a key chosen by the caller (`mediagate demo --api-key`); an existing key is left as it is.
     pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
-        self.ensure_account(account)?;
         let hash = hash_key(key);
         let prefix: String = key.chars().take(8).collect();
         let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
         self.write(move |tx| {
+            ensure_account_in(tx, &record.account)?;
             let mut table = tx.open_table(KEYS)?;
             if table.get(hash.as_slice())?.is_none() {
                 table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
