@@ -88,9 +88,9 @@ impl Store {
                 }
             }
             tx.commit()?;
+            writer::checkpoint(&db, &mut wal, false)?;
             tracing::info!(records = records.len(), "replayed the write-ahead log");
         }
-        writer::checkpoint(&db, &mut wal, false)?;
         let db = Arc::new(db);
         Ok(Store { writer: writer::Writer::start(db.clone(), wal)?, db, key_cache: Arc::default() })
     }
