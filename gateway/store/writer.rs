@@ -341,7 +341,7 @@ fn commit(db: &Database, wal: &mut Wal, batch: &mut [Box<dyn Job>], progress: &P
     }
     let changes = logged.into_changes();
     if changes.is_empty() {
-        tx.commit()?;
+        tx.abort()?;
         return Ok(must_sync);
     }
     let seq = wal.last_seq() + 1;
