@@ -68,7 +68,13 @@ fn run(file: &File, queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64
         let upto = group.iter().map(|request| request.upto).max().unwrap_or_default();
         let outcome = file.sync_data().map_err(|e| StoreError::new(format!("write-ahead log fsync: {e}")));
         match &outcome {
-            Ok(()) => drop(durable.send_if_modified(|last| std::mem::replace(last, upto.max(*last)) < upto)),
+            Ok(()) => {
+                durable.send_if_modified(|last| {
+                    let advanced = upto > *last;
+                    *last = upto.max(*last);
+                    advanced
+                });
+            }
             Err(e) => {
                 tracing::error!(error = %e, "the store could not fsync its log; it takes no more writes");
                 failed.store(true, Ordering::Release);
