@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Two builds of the gateway side by side: the sync, async and read lanes of bench/run.sh (wrk, gateway pinned
-# to core 0, load and simulator to core 1), alternating between the builds for 5 rounds of 5 s, so a change
-# is judged against its parent in one run rather than against a figure from another hour.
+# to core 0, load and simulator to core 1) and the sync lane's latency at a fixed 1k req/s (bench's
+# fixed-rate generator), alternating between the builds for 5 rounds of 5 s, so a change is judged against
+# its parent in one run rather than against a figure from another hour.
 #   bash bench/ab.sh OLD_REV [NEW_REV]   (NEW_REV defaults to the work tree)
-# Prints `lane build req/s cpu-us-per-request` per run. Needs wrk, taskset and bc.
+#   AB_LANES="sync@1k" bash bench/ab.sh OLD_REV   (some of the lanes: sync async read sync@1k)
+# Prints `lane build req/s cpu-us-per-request` and `sync@1k build p50-us p99-us` per run. Needs wrk, taskset
+# and bc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old_rev=${1:?usage: bash bench/ab.sh OLD_REV [NEW_REV]}
@@ -14,6 +17,7 @@ build() { # rev -> bin dir
   echo "$PWD/$dir/target/release"
 }
 OLD=$(build "$old_rev")
+cargo build --release --locked -q -p mediagate-bench --bin fixed-rate
 if [ -n "${2:-}" ]; then NEW=$(build "$2"); else cargo build --release --locked -q -p mediagate; NEW=$PWD/target/release; fi
 source bench/stack.sh
 work=$(mktemp -d)
@@ -39,13 +43,21 @@ run() { # BUILD LANE
   echo "$2 $1 $(echo "$out" | awk '/Requests\/sec/{print $2}') $(echo "($c1-$c0)*10000/$n" | bc -l | cut -c1-6)" |
     tee -a "$work/runs"
 }
-for lane in sync async read; do
-  for _ in 1 2 3 4 5; do for v in old new; do run $v $lane; done; done
+at_1k() { # BUILD
+  local body='{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}'
+  echo "sync@1k $1 $(taskset -c 1 target/release/fixed-rate "127.0.0.1:${port[$1]}" "$(lane_path sync)" 1000 5 \
+    "${key[$1]}" "$body" | cut -d' ' -f1,2)" | tee -a "$work/runs"
+}
+lanes=${AB_LANES:-sync async read sync@1k}
+for lane in $lanes; do
+  for _ in 1 2 3 4 5; do
+    for v in old new; do if [ "$lane" = sync@1k ]; then at_1k $v; else run $v $lane; fi; done
+  done
 done
 echo
-echo "medians (lane build req/s cpu-us-per-request):"
+echo "medians (lane build req/s cpu-us-per-request, or sync@1k build p50-us p99-us):"
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-for lane in sync async read; do
+for lane in $lanes; do
   for v in old new; do
     runs=$(grep "^$lane $v " "$work/runs")
     echo "$lane $v $(echo "$runs" | cut -d' ' -f3 | median) $(echo "$runs" | cut -d' ' -f4 | median)"

@@ -1,13 +1,14 @@
 //! Durable state in one redb file under the data dir: accounts, keys, tasks, the ledger, idempotency
 //! records and model switches.
 //!
-//! Writes go through one group-commit writer (`writer`) and a write-ahead log (`wal`, `mediagate.wal`
-//! beside the database): durable writes are on disk before their caller hears back, so what a response says
-//! happened survives a crash; deferred writes (state no response has claimed yet) ride on the next durable
-//! one. Values are JSON, so records can grow fields without a migration. Reads run on the calling thread:
+//! Writes go through one group-commit writer (`writer`) and a write-ahead log (`wal`, `mediagate.wal.0`
+//! and `.1` beside the database): durable writes are on disk before their caller hears back, so what a
+//! response says happened survives a crash; deferred writes (state no response has claimed yet) ride on
+//! the next durable one. Values are JSON, so records can grow fields without a migration. Reads run on the calling thread:
 //! a redb read transaction never waits for the writer.
 
 mod accounts;
+mod data_file;
 pub mod ledger;
 mod syncer;
 mod tables;
@@ -71,15 +72,29 @@ impl Store {
     /// Opens (or creates) `mediagate.redb` under `dir`, creating every table, and replays what the
     /// write-ahead log holds beyond the last checkpoint (the writes of a process that did not close it).
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_checkpointing(dir, writer::CHECKPOINT_INTERVAL)
+    }
+
+    /// [`Store::open`], with a checkpoint at least every `checkpoint_every`.
+    fn open_checkpointing(dir: &Path, checkpoint_every: std::time::Duration) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
-        let db = Database::builder().set_cache_size(CACHE_BYTES).create(dir.join("mediagate.redb"))?;
+        let path = dir.join("mediagate.redb");
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| StoreError(format!("open {}: {e}", path.display())))?;
+        let (file, flushes) = data_file::DataFile::new(file)?;
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create_with_backend(file)?;
         let tx = db.begin_write()?;
         for table in tables::ALL {
             table.create(&tx)?;
         }
         let checkpoint = tx.open_table(tables::META)?.get(tables::CHECKPOINT)?.map_or(0, |v| v.value());
         tx.commit()?;
-        let (mut wal, records) = wal::Wal::open(&dir.join("mediagate.wal"), checkpoint)?;
+        let (mut wal, records) = wal::Wal::open(dir, checkpoint)?;
         if !records.is_empty() {
             let tx = db.begin_write()?;
             for record in &records {
@@ -88,11 +103,14 @@ impl Store {
                 }
             }
             tx.commit()?;
-            writer::checkpoint(&db, &mut wal, false)?;
+            writer::checkpoint(&db, &wal, false)?;
             tracing::info!(records = records.len(), "replayed the write-ahead log");
         }
+        // What the log held is in a durable checkpoint now; its files start empty.
+        flushes.settled().map_err(|e| StoreError(format!("database fsync: {e}")))?;
+        wal.start_over()?;
         let db = Arc::new(db);
-        Ok(Store { writer: writer::Writer::start(db.clone(), wal)?, db, key_cache: Arc::default() })
+        Ok(Store { writer: writer::Writer::start(db.clone(), wal, flushes, checkpoint_every)?, db, key_cache: Arc::default() })
     }
 
     pub(crate) fn db(&self) -> &Database {
@@ -190,7 +208,7 @@ mod tests {
         let without_log = Store::open(crash_image(live.path(), &["mediagate.redb"]).path()).unwrap();
         assert!(without_log.account("acme").unwrap().is_none());
         // ...and with the log, every write is back.
-        let image = crash_image(live.path(), &["mediagate.redb", "mediagate.wal"]);
+        let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         let recovered = Store::open(image.path()).unwrap();
         assert!(recovered.account("acme").unwrap().is_some());
         assert_eq!(recovered.funds("acme").unwrap().balance, 7_000_000);
@@ -211,5 +229,31 @@ mod tests {
         store.close().unwrap();
         let image = crash_image(dir.path(), &["mediagate.redb"]);
         assert!(Store::open(image.path()).unwrap().account("acme").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_store_that_checkpoints_as_it_goes_recovers_from_its_files() {
+        let live = tempfile::tempdir().unwrap();
+        // Checkpoints between most writes: the log moves between its files, over older records.
+        let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
+        store.ensure_account("acme").unwrap();
+        let top_up = Posting {
+            account: "acme".into(),
+            kind: EntryKind::TopUp,
+            pot: Pot::Balance,
+            delta: 1_000,
+            task_id: None,
+            note: "test".into(),
+        };
+        for _ in 0..50 {
+            store.post(std::slice::from_ref(&top_up)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
+        for _ in 0..2 {
+            let recovered = Store::open(image.path()).unwrap();
+            assert_eq!(recovered.funds("acme").unwrap().balance, 50_000);
+            assert!(recovered.verify_ledger().unwrap().problems.is_empty());
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The log's fsyncs, on a thread of their own: the writer commits and logs the next batch while the last
-//! one reaches the disk, and every batch waiting when an fsync starts shares it.
+//! one reaches the disk, and every batch waiting when an fsync starts shares it (one fsync per log file
+//! the waiting batches are in: two only just after the log moved to its other file).
 
 use super::StoreError;
 use super::wal::Wal;
@@ -18,8 +19,9 @@ pub(super) struct Syncer {
     failed: Arc<AtomicBool>,
 }
 
-/// Make the log durable up to record `upto`, then answer `jobs`.
+/// Make the log durable up to record `upto`, which is in log file `file`, then answer `jobs`.
 struct Request {
+    file: usize,
     upto: u64,
     jobs: Vec<Box<dyn Job>>,
 }
@@ -27,23 +29,24 @@ struct Request {
 impl Syncer {
     /// Starts the thread; it publishes the last durable record's number on `durable`.
     pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>) -> Result<Syncer, StoreError> {
-        let file = wal.sync_handle()?;
+        let files = wal.sync_handles()?;
         let (requests, queue) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
         let thread = {
             let failed = failed.clone();
             std::thread::Builder::new()
                 .name("store-syncer".into())
-                .spawn(move || run(&file, &queue, &durable, &failed))
+                .spawn(move || run(&files, &queue, &durable, &failed))
                 .map_err(|e| StoreError::new(format!("cannot start the store syncer: {e}")))?
         };
         Ok(Syncer { requests: Some(requests), thread: Some(thread), failed })
     }
 
-    /// Asks for an fsync covering record `upto`; `jobs` hear back once it is done. False if the syncer
-    /// has stopped (the jobs then hear that their write was dropped).
-    pub(super) fn sync(&self, upto: u64, jobs: Vec<Box<dyn Job>>) -> bool {
-        self.requests.as_ref().is_some_and(|requests| requests.send(Request { upto, jobs }).is_ok())
+    /// Asks for an fsync of log file `file` covering record `upto`; `jobs` hear back once it is done. Asked
+    /// in log order: every record before `upto` is durable once this is. False if the syncer has stopped
+    /// (the jobs then hear that their write was dropped).
+    pub(super) fn sync(&self, file: usize, upto: u64, jobs: Vec<Box<dyn Job>>) -> bool {
+        self.requests.as_ref().is_some_and(|requests| requests.send(Request { file, upto, jobs }).is_ok())
     }
 
     /// Whether an fsync failed: nothing applied since can be made durable.
@@ -61,12 +64,17 @@ impl Drop for Syncer {
     }
 }
 
-fn run(file: &File, queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
+fn run(files: &[File; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         group.extend(queue.try_iter());
         let upto = group.iter().map(|request| request.upto).max().unwrap_or_default();
-        let outcome = file.sync_data().map_err(|e| StoreError::new(format!("write-ahead log fsync: {e}")));
+        let outcome = files
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| group.iter().any(|request| request.file == *index))
+            .try_for_each(|(_, file)| file.sync_data())
+            .map_err(|e| StoreError::new(format!("write-ahead log fsync: {e}")));
         match &outcome {
             Ok(()) => {
                 durable.send_if_modified(|last| {

@@ -1,15 +1,22 @@
 //! The write-ahead log: how a write becomes durable without redb flushing its B-tree pages.
 //!
 //! Every batch the writer commits to redb (non-durably: applied and visible, still in memory) is appended
-//! here as one record of the key/value changes it made; an fsync of this file is what makes a batch
-//! durable. Every so often the writer checkpoints: one durable redb commit that also stores the last
-//! record's sequence number, after which the log is written again from its start. On open, the records
-//! after the checkpoint are replayed.
+//! here as one record of the key/value changes it made; an fsync of the file holding it is what makes a
+//! batch durable. Every so often the writer checkpoints: one durable redb commit that also stores the last
+//! record's sequence number, after which the log goes on in its other file, from that file's start. On
+//! open, the records after the checkpoint are replayed.
 //!
-//! A record is `len: u32, crc32(seq ++ changes): u32, seq: u64, changes`, little-endian. Replay takes
-//! records from the file's start while each is whole, checks out and carries the next sequence number;
-//! the first that does not (a torn tail, zeroes, or a record of the cycle before the checkpoint) ends it.
-//! Replaying changes is idempotent, which makes a crash between a checkpoint and the next record harmless.
+//! Two files, because a checkpoint's fsync finishes in the background (`data_file`): until it has, the
+//! records it holds must stay, so the log moves to the other file instead of starting over in this one.
+//! The other file's records are in the checkpoint before, whose fsync finished before this checkpoint's
+//! commit wrote anything. So the records after a durable checkpoint are always the chain that starts at
+//! the start of one file and, if it ends there, goes on at the start of the other.
+//!
+//! A record is `len: u32, crc32(seq ++ changes): u32, seq: u64, changes`, little-endian. A file's chain
+//! is its records from its start while each is whole, checks out and carries the next sequence number;
+//! the first that does not (a torn tail, zeroes, or a record of an earlier cycle) ends it. Open replays,
+//! then truncates both files once a durable checkpoint holds what they held, so every record a file ever
+//! holds is of this process, numbered above the stale ones after it. Replaying changes is idempotent.
 
 use super::StoreError;
 use std::fs::File;
@@ -18,26 +25,63 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 const HEADER: usize = 16;
+/// The log's two files, in the data dir.
+pub(crate) const FILES: [&str; 2] = ["mediagate.wal.0", "mediagate.wal.1"];
 
-/// The open log: where the next record goes. Its fsyncs are the syncer's (`sync_handle`).
+/// The open log: which file the next record goes to, and where. Its fsyncs are the syncer's
+/// ([`Wal::sync_handles`]).
 pub(crate) struct Wal {
-    file: File,
+    files: [File; 2],
+    current: usize,
     offset: u64,
     next_seq: u64,
     record: Vec<u8>,
 }
 
 impl Wal {
-    /// Opens (or creates) the log and returns it with the changes of every record after `checkpoint`, in
-    /// order. The caller applies them and checkpoints before appending: the log then starts over.
-    pub(crate) fn open(path: &Path, checkpoint: u64) -> Result<(Wal, Vec<Vec<u8>>), StoreError> {
-        let io = |e: std::io::Error| StoreError::new(format!("write-ahead log {}: {e}", path.display()));
-        let mut file = File::options().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(io)?;
-        let records = records_after(&bytes, checkpoint);
-        let wal = Wal { file, offset: 0, next_seq: checkpoint + 1 + records.len() as u64, record: Vec::new() };
+    /// Opens (or creates) the log's files under `dir` and returns the log with the changes of every
+    /// record after `checkpoint`, in order. The caller applies them, checkpoints durably and calls
+    /// [`Wal::start_over`] before appending.
+    pub(crate) fn open(dir: &Path, checkpoint: u64) -> Result<(Wal, Vec<Vec<u8>>), StoreError> {
+        let open = |name: &str| -> Result<(File, Vec<u8>), StoreError> {
+            let path = dir.join(name);
+            let io = |e: std::io::Error| StoreError::new(format!("write-ahead log {}: {e}", path.display()));
+            let mut file =
+                File::options().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(io)?;
+            Ok((file, bytes))
+        };
+        let (first, first_bytes) = open(FILES[0])?;
+        let (second, second_bytes) = open(FILES[1])?;
+        let chains = [chain(&first_bytes), chain(&second_bytes)];
+        let mut records = Vec::new();
+        if let Some(start) = chains.iter().position(|chain| chain.first_seq == checkpoint + 1) {
+            records.extend(chains[start].records.iter().copied());
+            let next = &chains[1 - start];
+            if next.first_seq == checkpoint + 1 + records.len() as u64 {
+                records.extend(next.records.iter().copied());
+            }
+        }
+        let wal = Wal {
+            files: [first, second],
+            current: 0,
+            offset: 0,
+            next_seq: checkpoint + 1 + records.len() as u64,
+            record: Vec::new(),
+        };
         Ok((wal, records.into_iter().map(<[u8]>::to_vec).collect()))
+    }
+
+    /// Empties both files, once a durable checkpoint holds every record they held; the log starts at the
+    /// first file's start.
+    pub(crate) fn start_over(&mut self) -> Result<(), StoreError> {
+        for file in &self.files {
+            file.set_len(0).map_err(failed)?;
+            file.sync_all().map_err(failed)?;
+        }
+        (self.current, self.offset) = (0, 0);
+        Ok(())
     }
 
     /// The sequence number of the last record appended (or replayed).
@@ -45,14 +89,19 @@ impl Wal {
         self.next_seq - 1
     }
 
-    /// Bytes appended since the log last started over.
+    /// Bytes appended since the log last moved to a file.
     pub(crate) fn len(&self) -> u64 {
         self.offset
     }
 
-    /// A handle on the same file for fsyncs, which cover every record written before they start.
-    pub(crate) fn sync_handle(&self) -> Result<File, StoreError> {
-        self.file.try_clone().map_err(failed)
+    /// The file the next record goes to, as [`Wal::sync_handles`] orders them.
+    pub(crate) fn current(&self) -> usize {
+        self.current
+    }
+
+    /// Handles on the two files for fsyncs, which cover every record written to a file before they start.
+    pub(crate) fn sync_handles(&self) -> Result<[File; 2], StoreError> {
+        Ok([self.files[0].try_clone().map_err(failed)?, self.files[1].try_clone().map_err(failed)?])
     }
 
     /// Writes one record (not yet fsynced).
@@ -66,37 +115,52 @@ impl Wal {
         self.record.extend_from_slice(&crc.finalize().to_le_bytes());
         self.record.extend_from_slice(&seq.to_le_bytes());
         self.record.extend_from_slice(changes);
-        self.file.write_all_at(&self.record, self.offset).map_err(failed)?;
+        self.files[self.current].write_all_at(&self.record, self.offset).map_err(failed)?;
         self.offset += self.record.len() as u64;
         self.next_seq += 1;
         Ok(())
     }
 
-    /// Starts over at the file's start, once a checkpoint holds every record. The old bytes stay until
-    /// overwritten (so the file keeps its size and an fsync needs no metadata update); replay never reads
-    /// past the first record that does not carry the next sequence number.
-    pub(crate) fn restart(&mut self) {
-        self.offset = 0;
+    /// Goes on at the other file's start, once a checkpoint holds every record so far and the checkpoint
+    /// before it is durable (the other file's records are all in that one); returns the file left, whose
+    /// last records may still need an fsync. The old bytes stay until overwritten (so the file keeps its
+    /// size and an fsync needs no metadata update); a chain never reads past the first record that does
+    /// not carry the next sequence number.
+    pub(crate) fn switch(&mut self) -> usize {
+        let left = self.current;
+        (self.current, self.offset) = (1 - left, 0);
+        left
     }
 }
 
-fn records_after(bytes: &[u8], checkpoint: u64) -> Vec<&[u8]> {
+/// A file's records from its start, while each follows the one before.
+struct Chain<'a> {
+    first_seq: u64,
+    records: Vec<&'a [u8]>,
+}
+
+fn chain(bytes: &[u8]) -> Chain<'_> {
     let mut records = Vec::new();
     let mut rest = bytes;
-    let mut expected = checkpoint + 1;
+    let mut first_seq = 0;
     while let Some(header) = rest.get(..HEADER) {
         let word = |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
         let (len, crc) = (word(0) as usize, word(4));
         let Some(body) = rest.get(8..8 + len).filter(|_| len >= 8) else { break };
         let seq = u64::from_le_bytes(body[..8].try_into().unwrap_or_default());
-        if seq != expected || crc32fast::hash(body) != crc {
+        if records.is_empty() {
+            first_seq = seq;
+        }
+        if seq != first_seq + records.len() as u64 || crc32fast::hash(body) != crc {
             break;
         }
         records.push(&body[8..]);
         rest = &rest[8 + len..];
-        expected += 1;
     }
-    records
+    if records.is_empty() {
+        first_seq = 0;
+    }
+    Chain { first_seq, records }
 }
 
 fn failed(e: std::io::Error) -> StoreError {
@@ -188,40 +252,49 @@ mod tests {
     }
 
     #[test]
-    fn replay_takes_the_records_after_the_checkpoint_up_to_the_first_that_does_not_follow() {
+    fn replay_takes_the_chain_after_the_checkpoint_across_both_files() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let (mut wal, replay) = Wal::open(&path, 0).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 0).unwrap();
         assert!(replay.is_empty());
+        wal.start_over().unwrap();
         for key in ["a", "b", "c"] {
             wal.append(&changes(key)).unwrap();
         }
-        assert_eq!(keys(&Wal::open(&path, 0).unwrap().1), ["a", "b", "c"]);
-        // Checkpointed at 3, the log starts over with one shorter record: the old tail is never replayed.
-        wal.restart();
+        assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c"]);
+        // Checkpointed at 3, the log goes on in the other file: a checkpoint at 3 replays only what
+        // follows, one still at 0 (its fsync did not finish) the first file and then the second.
+        assert_eq!(wal.switch(), 0);
         wal.append(&changes("d")).unwrap();
-        assert_eq!(keys(&Wal::open(&path, 3).unwrap().1), ["d"]);
-        // A checkpoint that holds the whole log leaves nothing; one taken before the restart reads stale
-        // records, which do not carry the number it expects.
-        assert!(Wal::open(&path, 4).unwrap().1.is_empty());
-        assert!(Wal::open(&path, 1).unwrap().1.is_empty());
+        assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d"]);
+        assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c", "d"]);
+        // Checkpointed at 4, back in the first file over its first record: the old ones after it are of an
+        // earlier cycle and never replayed, nor is the second file, whose chain starts before the checkpoint.
+        assert_eq!(wal.switch(), 1);
+        wal.append(&changes("e")).unwrap();
+        assert_eq!(keys(&Wal::open(dir.path(), 4).unwrap().1), ["e"]);
+        assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d", "e"]);
+        assert!(Wal::open(dir.path(), 5).unwrap().1.is_empty());
+        assert!(Wal::open(dir.path(), 1).unwrap().1.is_empty());
         // A torn or corrupt record ends the replay.
+        let path = dir.path().join(FILES[0]);
         let mut bytes = std::fs::read(&path).unwrap();
-        let record = HEADER + changes("d").len();
+        let record = HEADER + changes("e").len();
         std::fs::write(&path, &bytes[..record - 1]).unwrap();
-        assert!(Wal::open(&path, 3).unwrap().1.is_empty());
+        assert!(Wal::open(dir.path(), 4).unwrap().1.is_empty());
         bytes[HEADER] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        assert!(Wal::open(&path, 3).unwrap().1.is_empty());
+        assert!(Wal::open(dir.path(), 4).unwrap().1.is_empty());
     }
 
     #[test]
-    fn the_next_record_follows_the_replayed_ones() {
+    fn the_next_record_follows_the_replayed_ones_and_starting_over_empties_the_files() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let (mut wal, _) = Wal::open(&path, 7).unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 7).unwrap();
         wal.append(&changes("a")).unwrap();
-        let (wal, replay) = Wal::open(&path, 7).unwrap();
+        let (mut wal, replay) = Wal::open(dir.path(), 7).unwrap();
         assert_eq!((replay.len(), wal.last_seq()), (1, 8));
+        wal.start_over().unwrap();
+        assert!(Wal::open(dir.path(), 7).unwrap().1.is_empty());
+        assert_eq!(std::fs::metadata(dir.path().join(FILES[0])).unwrap().len(), 0);
     }
 }

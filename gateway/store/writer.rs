@@ -8,7 +8,8 @@
 //! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
 //! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
 //! fsync, which every code path that answers a client waits for). Every so often (and when the store
-//! closes) the writer checkpoints: a durable redb commit, after which the log starts over.
+//! closes) the writer checkpoints: a durable redb commit, whose fsync finishes in the background
+//! (`data_file`), after which the log goes on in its other file.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
@@ -16,9 +17,11 @@
 //! A write that fails fails its batch: the transaction is dropped (nothing of it is written) and every
 //! caller in it gets the error. Writes fail only on storage errors or a broken invariant, which would
 //! have failed their neighbours too. A failure to log a committed batch stops the writer: what readers
-//! may have seen could not be made durable, so no later write is taken.
+//! may have seen could not be made durable, so no later write is taken; so does a failed fsync of the log or
+//! of the database.
 
 use super::StoreError;
+use super::data_file::Flushes;
 use super::syncer::Syncer;
 use super::tables::{CHECKPOINT, META};
 use super::tx::Tx;
@@ -38,11 +41,11 @@ const MAX_BATCH: usize = 1024;
 const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
 /// batches) and bounds the log a restart after a crash replays (and the data file's growth: redb reuses
-/// no page an unsynced commit freed). It holds up every write queued behind it, the longer the more was
-/// written since the last one: about 8 ms here at 1 s, 30-40 ms at 10 s or 16 MiB under the bench's
-/// load, so frequent small ones keep the tail shortest. Unit tests checkpoint only on close, so what they
-/// find on disk meanwhile is the log's doing.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(if cfg!(test) { 3600 } else { 1 });
+/// no page an unsynced commit freed). It holds up every write queued behind it while it writes those
+/// pages (its fsync is in the background): 3-5 ms once a second under the bench's 1k req/s, about a
+/// tenth of that ten times as often, so frequent small ones keep the tail shortest. Unit tests
+/// checkpoint only on close (unless they ask), so what they find on disk meanwhile is the log's doing.
+pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 100 });
 
 /// How soon a write must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,8 +177,14 @@ struct Progress {
 }
 
 impl Writer {
-    /// Starts the writer on a store whose log holds nothing beyond its checkpoint.
-    pub(crate) fn start(db: Arc<Database>, wal: Wal) -> Result<Writer, StoreError> {
+    /// Starts the writer on a store whose log holds nothing beyond its durable checkpoint; `flushes` are
+    /// the database file's background fsyncs. It checkpoints at least `checkpoint_every`.
+    pub(crate) fn start(
+        db: Arc<Database>,
+        wal: Wal,
+        flushes: Flushes,
+        checkpoint_every: Duration,
+    ) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let last = wal.last_seq();
         let progress = Arc::new(Progress { visible: AtomicU64::new(last), syncing: AtomicU64::new(last) });
@@ -185,7 +194,7 @@ impl Writer {
             let progress = progress.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || run(&db, wal, &jobs, &progress, syncer))
+                .spawn(move || run(&db, wal, &jobs, &progress, syncer, &flushes, checkpoint_every))
                 .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?
         };
         Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }), progress, durable })
@@ -242,18 +251,32 @@ impl Writer {
     }
 }
 
-fn run(db: &Database, mut wal: Wal, jobs: &mpsc::Receiver<Box<dyn Job>>, progress: &Progress, syncer: Syncer) {
+fn run(
+    db: &Database,
+    mut wal: Wal,
+    jobs: &mpsc::Receiver<Box<dyn Job>>,
+    progress: &Progress,
+    syncer: Syncer,
+    flushes: &Flushes,
+    checkpoint_every: Duration,
+) {
     let mut last_checkpoint = Instant::now();
+    let mut checkpoint_if_due = |wal: &mut Wal| {
+        if wal.len() >= CHECKPOINT_BYTES || (wal.len() > 0 && last_checkpoint.elapsed() >= checkpoint_every) {
+            checkpoint_and_switch(db, wal, &syncer);
+            last_checkpoint = Instant::now();
+        }
+    };
     loop {
-        let first = match jobs.recv_timeout(CHECKPOINT_INTERVAL) {
+        let first = match jobs.recv_timeout(checkpoint_every) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                checkpoint_if_due(db, &mut wal, &mut last_checkpoint);
+                checkpoint_if_due(&mut wal);
                 continue;
             }
             // Every handle is gone: leave a checkpointed store behind.
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Err(e) = checkpoint(db, &mut wal, true) {
+                if let Err(e) = final_checkpoint(db, &wal, flushes) {
                     tracing::error!(error = %e, "final store checkpoint failed; the log keeps every write");
                 }
                 return;
@@ -266,14 +289,14 @@ fn run(db: &Database, mut wal: Wal, jobs: &mpsc::Receiver<Box<dyn Job>>, progres
                 Err(_) => break,
             }
         }
-        if syncer.failed() {
-            deliver(batch, &Err(StoreError::new("the store could not fsync its log; it takes no more writes")));
+        if syncer.failed() || flushes.failed() {
+            deliver(batch, &Err(StoreError::new("the store could not fsync its files; it takes no more writes")));
             return;
         }
         let outcome = commit(db, &mut wal, &mut batch, progress);
         if batch.iter().any(|job| job.closes()) {
             // The checkpoint makes everything durable, whatever fsync is still under way.
-            let outcome = outcome.map_err(Failed::into_error).and_then(|_| checkpoint(db, &mut wal, true));
+            let outcome = outcome.map_err(Failed::into_error).and_then(|_| final_checkpoint(db, &wal, flushes));
             drop(syncer); // the fsyncs under way finish and their writes hear back first
             deliver(batch, &outcome);
             return;
@@ -282,15 +305,15 @@ fn run(db: &Database, mut wal: Wal, jobs: &mpsc::Receiver<Box<dyn Job>>, progres
             Ok(must_sync) => {
                 let (durable, deferred) = batch.into_iter().partition(|job| job.commit() == Commit::Durable);
                 deliver(deferred, &Ok(()));
-                if must_sync && !syncer.sync(wal.last_seq(), durable) {
+                if must_sync && !syncer.sync(wal.current(), wal.last_seq(), durable) {
                     tracing::error!("the store's log syncer stopped; it takes no more writes");
                     return;
                 }
-                checkpoint_if_due(db, &mut wal, &mut last_checkpoint);
+                checkpoint_if_due(&mut wal);
             }
             Err(Failed::Batch(e)) => {
                 // Its number may be used up by an empty record that a reader waits on.
-                syncer.sync(wal.last_seq(), Vec::new());
+                syncer.sync(wal.current(), wal.last_seq(), Vec::new());
                 deliver(batch, &Err(e));
             }
             Err(Failed::Log(e)) => {
@@ -363,23 +386,35 @@ fn commit(db: &Database, wal: &mut Wal, batch: &mut [Box<dyn Job>], progress: &P
     }
 }
 
-fn checkpoint_if_due(db: &Database, wal: &mut Wal, last: &mut Instant) {
-    if wal.len() < CHECKPOINT_BYTES && (wal.len() == 0 || last.elapsed() < CHECKPOINT_INTERVAL) {
-        return;
-    }
+/// A checkpoint while running, after which the log goes on in its other file. A failed one is retried
+/// when next due; the log keeps every write meanwhile.
+fn checkpoint_and_switch(db: &Database, wal: &mut Wal, syncer: &Syncer) {
     match checkpoint(db, wal, false) {
-        Ok(()) => *last = Instant::now(),
+        Ok(()) => {
+            // This checkpoint's commit wrote only once the last one's fsync was done (`data_file`): the
+            // other file's records are durable in that one, and the log can go on over them.
+            let left = wal.switch();
+            // Its last records may be deferred writes no fsync was asked for yet; later records are
+            // durable only once they are.
+            syncer.sync(left, wal.last_seq(), Vec::new());
+        }
         Err(e) => tracing::error!(error = %e, "store checkpoint failed; the log keeps every write"),
     }
 }
 
-/// Makes everything applied durable in redb itself, with the log's last sequence number, and starts the
-/// log over. `closing` also records redb's allocator state, so the next open needs no repair.
-pub(crate) fn checkpoint(db: &Database, wal: &mut Wal, closing: bool) -> Result<(), StoreError> {
+/// Commits to redb, durably, everything applied, with the log's last sequence number; the commit's fsync
+/// finishes in the background (see `data_file`). `closing` also records redb's allocator state, so the
+/// next open needs no repair.
+pub(crate) fn checkpoint(db: &Database, wal: &Wal, closing: bool) -> Result<(), StoreError> {
     let mut tx = db.begin_write()?;
     tx.set_quick_repair(closing);
     tx.open_table(META)?.insert(CHECKPOINT, wal.last_seq())?;
     tx.commit()?;
-    wal.restart();
     Ok(())
+}
+
+/// The checkpoint of a closing store, on disk when this returns.
+fn final_checkpoint(db: &Database, wal: &Wal, flushes: &Flushes) -> Result<(), StoreError> {
+    checkpoint(db, wal, true)?;
+    flushes.settled().map_err(|e| StoreError::new(format!("database fsync: {e}")))
 }
