@@ -179,6 +179,31 @@ fn an_idempotency_key_replays_the_original_task_and_refuses_a_different_body() {
 }
 
 #[test]
+fn concurrent_retries_with_one_idempotency_key_get_one_task() {
+    let demo = Demo::start();
+    let auth = format!("Bearer {KEY}");
+    let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "order-43")];
+    // Retries racing the first request: some find its task only inside the store's writer, before it is
+    // committed, and must still answer with it.
+    let ids: Vec<Value> = std::thread::scope(|scope| {
+        let calls: Vec<_> =
+            (0..8).map(|_| scope.spawn(|| demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers))).collect();
+        calls
+            .into_iter()
+            .map(|call| {
+                let reply = call.join().unwrap();
+                assert_eq!(reply.status, 200, "{}", reply.json);
+                reply.json["task_id"].clone()
+            })
+            .collect()
+    });
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let task = demo.wait_terminal(ids[0].as_str().unwrap(), Duration::from_secs(60));
+    assert_eq!(task["status"], "success");
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
+#[test]
 fn tasks_are_scoped_to_their_account() {
     let demo = Demo::start();
     let id = submit(&demo, &t2v("fox"));

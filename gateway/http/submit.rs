@@ -128,9 +128,10 @@ async fn replay(
             "This Idempotency-Key was used with a different body; use a new key for a new request.",
         ));
     }
-    let task = tasks::owned_task(state, caller, &existing.task_id)?;
-    // The first request may still be waiting for its task to reach the disk; answer no sooner than it can.
+    // The first request may still be waiting for its task to be committed and reach the disk; read it and
+    // answer no sooner than it can.
     state.store.caught_up().await?;
+    let task = tasks::owned_task(state, caller, &existing.task_id)?;
     request_id::set(&task.request_id);
     // An async task replays its acceptance; a synchronous one, whose answer was its result, its task view.
     let synchronous = crate::catalog::ModelSpec::find(&task.model).is_some_and(|m| m.task_mode == TaskMode::Sync);

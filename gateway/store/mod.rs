@@ -110,7 +110,11 @@ impl Store {
         flushes.settled().map_err(|e| StoreError(format!("database fsync: {e}")))?;
         wal.start_over()?;
         let db = Arc::new(db);
-        Ok(Store { writer: writer::Writer::start(db.clone(), wal, flushes, checkpoint_every)?, db, key_cache: Arc::default() })
+        Ok(Store {
+            writer: writer::Writer::start(db.clone(), wal, flushes, checkpoint_every)?,
+            db,
+            key_cache: Arc::default(),
+        })
     }
 
     pub(crate) fn db(&self) -> &Database {

@@ -13,8 +13,9 @@ pub struct Tx<'a> {
 }
 
 impl<'a> Tx<'a> {
-    pub(crate) fn new(inner: &'a WriteTransaction) -> Tx<'a> {
-        Tx { inner, changes: RefCell::default() }
+    /// `changes`: those already recorded in `inner` (a transaction left open across batches), or none.
+    pub(crate) fn new(inner: &'a WriteTransaction, changes: Vec<u8>) -> Tx<'a> {
+        Tx { inner, changes: RefCell::new(changes) }
     }
 
     pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(

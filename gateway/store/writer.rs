@@ -7,15 +7,18 @@
 //! the writer goes on with the next batch, is what makes it durable. A write is either
 //! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
 //! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
-//! fsync, which every code path that answers a client waits for). Every so often (and when the store
+//! fsync, which every code path that answers a client waits for). A batch of deferred writes only is
+//! left uncommitted for the next batch to commit with its own (see [`DEFER_AT_MOST`]): usually the durable
+//! write that ends the same request, so a request costs one redb commit and one log record, not two. Every so often (and when the store
 //! closes) the writer checkpoints: a durable redb commit, whose fsync finishes in the background
 //! (`data_file`), after which the log goes on in its other file.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
 //!
-//! A write that fails fails its batch: the transaction is dropped (nothing of it is written) and every
-//! caller in it gets the error. Writes fail only on storage errors or a broken invariant, which would
+//! A write that fails fails its batch: the transaction is dropped (nothing of it is written, nor of the
+//! deferred writes left open before it, whose requests then fail at their durable write) and every caller
+//! in it gets the error. Writes fail only on storage errors or a broken invariant, which would
 //! have failed their neighbours too. A failure to log a committed batch stops the writer: what readers
 //! may have seen could not be made durable, so no later write is taken; so does a failed fsync of the log or
 //! of the database.
@@ -26,17 +29,21 @@ use super::syncer::Syncer;
 use super::tables::{CHECKPOINT, META};
 use super::tx::Tx;
 use super::wal::Wal;
-use redb::{Database, Durability};
+use redb::{Database, Durability, WriteTransaction};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
+/// How long deferred writes may stay applied but uncommitted, waiting for a batch to commit with. Readers
+/// do not see them meanwhile; nothing needs to, as no client has heard of them (and [`Writer::caught_up`]
+/// commits them at once for one that may have: an idempotent retry of a request still in flight).
+const DEFER_AT_MOST: Duration = Duration::from_millis(2);
 /// A checkpoint is due once the log holds this much...
 const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
@@ -174,6 +181,8 @@ struct Progress {
     visible: AtomicU64,
     /// The last batch an fsync is coming for (one holding a durable write). Set before `visible`.
     syncing: AtomicU64,
+    /// Deferred writes are applied in a transaction not yet committed. Set before they hear back.
+    open: AtomicBool,
 }
 
 impl Writer {
@@ -187,7 +196,11 @@ impl Writer {
     ) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let last = wal.last_seq();
-        let progress = Arc::new(Progress { visible: AtomicU64::new(last), syncing: AtomicU64::new(last) });
+        let progress = Arc::new(Progress {
+            visible: AtomicU64::new(last),
+            syncing: AtomicU64::new(last),
+            open: AtomicBool::new(false),
+        });
         let (durable_tx, durable) = watch::channel(last);
         let syncer = Syncer::start(&wal, durable_tx)?;
         let thread = {
@@ -223,10 +236,14 @@ impl Writer {
         answer.recv().map_err(|_| dropped())?
     }
 
-    /// Resolves once every write applied so far is durable: for answers that show stored state, which
-    /// must not show what a crash could still undo. Immediate when nothing is pending; otherwise it waits
-    /// for the fsync under way, or asks for one if only deferred writes are pending.
+    /// Resolves once every write applied so far is committed and durable: for answers that show stored
+    /// state, which must not show what a crash could still undo. Immediate when nothing is pending;
+    /// otherwise it waits for the fsync under way, or asks for one (and a commit) if only deferred writes
+    /// are pending.
     pub(crate) async fn caught_up(&self) -> Result<(), StoreError> {
+        if self.progress.open.load(Ordering::Acquire) {
+            return self.queue(Commit::Durable, |_| Ok(())).await;
+        }
         let visible = self.progress.visible.load(Ordering::Acquire);
         if *self.durable.borrow() >= visible {
             return Ok(());
@@ -267,16 +284,28 @@ fn run(
             last_checkpoint = Instant::now();
         }
     };
+    let mut open: Option<Open> = None;
     loop {
-        let first = match jobs.recv_timeout(checkpoint_every) {
+        let wait = open.as_ref().map_or(checkpoint_every, |open| DEFER_AT_MOST.saturating_sub(open.since.elapsed()));
+        let first = match jobs.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(open) = open.take()
+                    && let Err(e) = commit_open(db, &mut wal, open, &syncer, progress)
+                {
+                    tracing::error!(error = %e, "the store could not log a committed batch; it takes no more writes");
+                    return;
+                }
                 checkpoint_if_due(&mut wal);
                 continue;
             }
             // Every handle is gone: leave a checkpointed store behind.
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Err(e) = final_checkpoint(db, &wal, flushes) {
+                let outcome = match open.take() {
+                    Some(open) => commit_open(db, &mut wal, open, &syncer, progress),
+                    None => Ok(()),
+                };
+                if let Err(e) = outcome.and_then(|()| final_checkpoint(db, &wal, flushes)) {
                     tracing::error!(error = %e, "final store checkpoint failed; the log keeps every write");
                 }
                 return;
@@ -293,8 +322,17 @@ fn run(
             deliver(batch, &Err(StoreError::new("the store could not fsync its files; it takes no more writes")));
             return;
         }
-        let outcome = commit(db, &mut wal, &mut batch, progress);
-        if batch.iter().any(|job| job.closes()) {
+        let closes = batch.iter().any(|job| job.closes());
+        let outcome = match apply(db, &mut wal, open.take(), &mut batch, progress, !closes) {
+            Ok(Some(left)) => {
+                open = Some(left);
+                deliver(batch, &Ok(()));
+                continue;
+            }
+            Ok(None) => Ok(batch.iter().any(|job| job.commit() == Commit::Durable)),
+            Err(e) => Err(e),
+        };
+        if closes {
             // The checkpoint makes everything durable, whatever fsync is still under way.
             let outcome = outcome.map_err(Failed::into_error).and_then(|_| final_checkpoint(db, &wal, flushes));
             drop(syncer); // the fsyncs under way finish and their writes hear back first
@@ -352,31 +390,90 @@ impl<E: Into<StoreError>> From<E> for Failed {
     }
 }
 
-/// Runs one batch, commits it to redb without an fsync and logs its changes; answers whether the log
-/// must be fsynced for it (a write in it is durable).
-fn commit(db: &Database, wal: &mut Wal, batch: &mut [Box<dyn Job>], progress: &Progress) -> Result<bool, Failed> {
-    let must_sync = batch.iter().any(|job| job.commit() == Commit::Durable);
-    let mut tx = db.begin_write()?;
-    tx.set_durability(Durability::None)?;
-    let logged = Tx::new(&tx);
-    for job in batch.iter_mut() {
-        job.run(&logged)?;
+/// Deferred writes applied and answered, not committed yet (see [`DEFER_AT_MOST`]).
+struct Open {
+    tx: WriteTransaction,
+    changes: Vec<u8>,
+    since: Instant,
+}
+
+/// Runs one batch, in the transaction left open if there is one, and commits it to redb without an fsync
+/// and logs its changes, unless `may_stay_open` and the batch holds deferred writes only: then it returns
+/// the transaction, still open.
+fn apply(
+    db: &Database,
+    wal: &mut Wal,
+    open: Option<Open>,
+    batch: &mut [Box<dyn Job>],
+    progress: &Progress,
+    may_stay_open: bool,
+) -> Result<Option<Open>, Failed> {
+    let Open { tx, changes, since } = match open {
+        Some(open) => open,
+        None => {
+            let mut tx = db.begin_write()?;
+            tx.set_durability(Durability::None)?;
+            Open { tx, changes: Vec::new(), since: Instant::now() }
+        }
+    };
+    let logged = Tx::new(&tx, changes);
+    if let Err(e) = batch.iter_mut().try_for_each(|job| job.run(&logged)) {
+        progress.open.store(false, Ordering::Release); // dropping the transaction undoes what it held
+        return Err(Failed::Batch(e));
     }
     let changes = logged.into_changes();
+    let must_sync = batch.iter().any(|job| job.commit() == Commit::Durable);
+    if !must_sync && may_stay_open && !changes.is_empty() && since.elapsed() < DEFER_AT_MOST {
+        progress.open.store(true, Ordering::Release);
+        return Ok(Some(Open { tx, changes, since }));
+    }
+    commit(wal, tx, &changes, must_sync, progress)?;
+    Ok(None)
+}
+
+/// Commits deferred writes left open that no batch came to commit with; an error if they could not be
+/// logged (the writer stops).
+fn commit_open(
+    db: &Database,
+    wal: &mut Wal,
+    open: Open,
+    syncer: &Syncer,
+    progress: &Progress,
+) -> Result<(), StoreError> {
+    match apply(db, wal, Some(open), &mut [], progress, false) {
+        Ok(_) => Ok(()),
+        // Nothing of it is written (their requests fail at their durable write); a reader may wait on its number.
+        Err(Failed::Batch(e)) => {
+            tracing::error!(error = %e, "the store could not commit deferred writes");
+            syncer.sync(wal.current(), wal.last_seq(), Vec::new());
+            Ok(())
+        }
+        Err(Failed::Log(e)) => Err(e),
+    }
+}
+
+/// Commits `tx` to redb without an fsync and logs `changes`.
+fn commit(
+    wal: &mut Wal,
+    tx: WriteTransaction,
+    changes: &[u8],
+    must_sync: bool,
+    progress: &Progress,
+) -> Result<(), Failed> {
     if changes.is_empty() {
+        progress.open.store(false, Ordering::Release);
         tx.abort()?;
-        return Ok(must_sync);
+        return Ok(());
     }
     let seq = wal.last_seq() + 1;
     if must_sync {
         progress.syncing.store(seq, Ordering::Release);
     }
     progress.visible.store(seq, Ordering::Release);
-    match tx.commit() {
-        Ok(()) => {
-            wal.append(&changes).map_err(Failed::Log)?;
-            Ok(must_sync)
-        }
+    let committed = tx.commit();
+    progress.open.store(false, Ordering::Release);
+    match committed {
+        Ok(()) => wal.append(changes).map_err(Failed::Log),
         // The failed batch still uses up its number (as an empty record, which `run` has fsynced at once),
         // so a reader that read the number is not left waiting for it.
         Err(e) => {
