@@ -8,10 +8,10 @@
 //! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
 //! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
 //! fsync, which every code path that answers a client waits for). A batch of deferred writes only is
-//! left uncommitted for the next batch to commit with its own (see [`DEFER_AT_MOST`]): usually the durable
-//! write that ends the same request, so a request costs one redb commit and one log record, not two. Every so often (and when the store
-//! closes) the writer checkpoints: a durable redb commit, whose fsync finishes in the background
-//! (`data_file`), after which the log goes on in its other file.
+//! left uncommitted for the next batch to commit with its own (see [`DEFER_AT_MOST`]): usually the
+//! durable write that ends the same request, so a request costs one redb commit and one log record, not
+//! two. Every so often (and when the store closes) the writer checkpoints: a durable redb commit, whose
+//! fsync finishes in the background (`data_file`), after which the log goes on in its other file.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
@@ -20,8 +20,8 @@
 //! deferred writes left open before it, whose requests then fail at their durable write) and every caller
 //! in it gets the error. Writes fail only on storage errors or a broken invariant, which would
 //! have failed their neighbours too. A failure to log a committed batch stops the writer: what readers
-//! may have seen could not be made durable, so no later write is taken; so does a failed fsync of the log or
-//! of the database.
+//! may have seen could not be made durable, so no later write is taken; so does a failed fsync of the log
+//! or of the database.
 
 use super::StoreError;
 use super::data_file::Flushes;
@@ -49,8 +49,8 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
 /// batches) and bounds the log a restart after a crash replays (and the data file's growth: redb reuses
 /// no page an unsynced commit freed). It holds up every write queued behind it while it writes those
-/// pages (its fsync is in the background): 3-5 ms once a second under the bench's 1k req/s, about a
-/// tenth of that ten times as often, so frequent small ones keep the tail shortest. Unit tests
+/// pages (its fsync is in the background), the longer the more was written since the last one (3-5 ms
+/// once a second under the bench's 1k req/s), so frequent small ones keep the tail shortest. Unit tests
 /// checkpoint only on close (unless they ask), so what they find on disk meanwhile is the log's doing.
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 100 });
 
@@ -442,7 +442,8 @@ fn commit_open(
 ) -> Result<(), StoreError> {
     match apply(db, wal, Some(open), &mut [], progress, false) {
         Ok(_) => Ok(()),
-        // Nothing of it is written (their requests fail at their durable write); a reader may wait on its number.
+        // Nothing of it is written (their requests fail at their durable write); a reader may wait on its
+        // number.
         Err(Failed::Batch(e)) => {
             tracing::error!(error = %e, "the store could not commit deferred writes");
             syncer.sync(wal.current(), wal.last_seq(), Vec::new());
