@@ -11,11 +11,12 @@
 //! durable only once [`Flushes::settled`] says so, or once the next checkpoint has committed (its writes
 //! waited for this one's fsync).
 
+use super::StoreError;
 use redb::StorageBackend;
 use redb::backends::FileBackend;
 use std::io;
 use std::ops::Bound;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The database file: redb's own backend, whose fsyncs run in the background.
 #[derive(Debug)]
@@ -26,7 +27,14 @@ pub(super) struct DataFile {
 
 /// The state of the background fsyncs, shared with the writer.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Flushes(Arc<(Mutex<FlushState>, Condvar)>);
+pub(crate) struct Flushes(Arc<Shared>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<FlushState>,
+    /// Notified when an fsync is done.
+    done: Condvar,
+}
 
 #[derive(Debug, Default)]
 struct FlushState {
@@ -45,13 +53,17 @@ impl DataFile {
 
 impl Flushes {
     fn state(&self) -> MutexGuard<'_, FlushState> {
-        self.0.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until no fsync is under way: everything written to the database so far is on disk.
+    pub(crate) fn settled(&self) -> Result<(), StoreError> {
+        self.wait().map_err(|e| StoreError::new(e.to_string()))
     }
 
     /// Waits until no fsync is under way; an error if one failed.
-    pub(crate) fn settled(&self) -> io::Result<()> {
-        let state = self.state();
-        let state = self.0.1.wait_while(state, |state| state.owed).unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn wait(&self) -> io::Result<()> {
+        let state = self.0.done.wait_while(self.state(), |state| state.owed).unwrap_or_else(PoisonError::into_inner);
         match &state.failed {
             Some(e) => Err(io::Error::other(format!("an earlier fsync of the database failed: {e}"))),
             None => Ok(()),
@@ -70,7 +82,7 @@ impl Flushes {
             tracing::error!(error = %e, "the database fsync failed; the store takes no more writes");
             state.failed = Some(e.to_string());
         }
-        self.0.1.notify_all();
+        self.0.done.notify_all();
     }
 }
 
@@ -84,7 +96,7 @@ impl StorageBackend for DataFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.flushes.settled()?;
+        self.flushes.wait()?;
         self.file.set_len(len)
     }
 
@@ -112,13 +124,13 @@ impl StorageBackend for DataFile {
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.flushes.settled()?;
+        self.flushes.wait()?;
         self.file.write(offset, data)
     }
 
     /// redb's last call: the file is left with every fsync done.
     fn close(&self) -> io::Result<()> {
-        let settled = self.flushes.settled();
+        let settled = self.flushes.wait();
         self.file.close()?;
         settled
     }

@@ -4,8 +4,8 @@
 //! Writes go through one group-commit writer (`writer`) and a write-ahead log (`wal`, `mediagate.wal.0`
 //! and `.1` beside the database): durable writes are on disk before their caller hears back, so what a
 //! response says happened survives a crash; deferred writes (state no response has claimed yet) ride on
-//! the next durable one. Values are JSON, so records can grow fields without a migration. Reads run on the calling thread:
-//! a redb read transaction never waits for the writer.
+//! the next durable one. Values are JSON, so records can grow fields without a migration. Reads run on
+//! the calling thread: a redb read transaction never waits for the writer.
 
 mod accounts;
 mod data_file;
@@ -107,7 +107,7 @@ impl Store {
             tracing::info!(records = records.len(), "replayed the write-ahead log");
         }
         // What the log held is in a durable checkpoint now; its files start empty.
-        flushes.settled().map_err(|e| StoreError(format!("database fsync: {e}")))?;
+        flushes.settled()?;
         wal.start_over()?;
         let db = Arc::new(db);
         Ok(Store {

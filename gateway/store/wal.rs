@@ -38,6 +38,8 @@ pub(crate) const FILES: [&str; 2] = ["mediagate.wal.0", "mediagate.wal.1"];
 /// ([`Wal::sync_handles`]).
 pub(crate) struct Wal {
     files: [File; 2],
+    /// Which files are [`PREALLOCATED`] zeroes already, so starting over leaves them as they are.
+    empty: [bool; 2],
     current: usize,
     offset: u64,
     next_seq: u64,
@@ -62,15 +64,17 @@ impl Wal {
         let (second, second_bytes) = open(FILES[1])?;
         let chains = [chain(&first_bytes), chain(&second_bytes)];
         let mut records = Vec::new();
-        if let Some(start) = chains.iter().position(|chain| chain.first_seq == checkpoint + 1) {
+        if let Some(start) = chains.iter().position(|chain| chain.first_seq == Some(checkpoint + 1)) {
             records.extend(chains[start].records.iter().copied());
             let next = &chains[1 - start];
-            if next.first_seq == checkpoint + 1 + records.len() as u64 {
+            if next.first_seq == Some(checkpoint + 1 + records.len() as u64) {
                 records.extend(next.records.iter().copied());
             }
         }
+        let empty = |bytes: &[u8]| bytes.len() == PREALLOCATED && bytes.iter().all(|byte| *byte == 0);
         let wal = Wal {
             files: [first, second],
+            empty: [empty(&first_bytes), empty(&second_bytes)],
             current: 0,
             offset: 0,
             next_seq: checkpoint + 1 + records.len() as u64,
@@ -83,12 +87,12 @@ impl Wal {
     /// they held; the log starts at the first file's start.
     pub(crate) fn start_over(&mut self) -> Result<(), StoreError> {
         let zeroes = vec![0; PREALLOCATED];
-        for file in &self.files {
+        for (file, _) in self.files.iter().zip(self.empty).filter(|(_, empty)| !empty) {
             file.set_len(0).map_err(failed)?;
             file.write_all_at(&zeroes, 0).map_err(failed)?;
             file.sync_all().map_err(failed)?;
         }
-        (self.current, self.offset) = (0, 0);
+        (self.empty, self.current, self.offset) = ([true; 2], 0, 0);
         Ok(())
     }
 
@@ -115,6 +119,7 @@ impl Wal {
     /// Writes one record (not yet fsynced).
     pub(crate) fn append(&mut self, changes: &[u8]) -> Result<(), StoreError> {
         let seq = self.next_seq;
+        self.empty[self.current] = false;
         self.record.clear();
         self.record.extend_from_slice(&u32::try_from(changes.len() + 8).map_err(too_large)?.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
@@ -143,30 +148,26 @@ impl Wal {
 
 /// A file's records from its start, while each follows the one before.
 struct Chain<'a> {
-    first_seq: u64,
+    /// The first record's number; none without a record.
+    first_seq: Option<u64>,
     records: Vec<&'a [u8]>,
 }
 
 fn chain(bytes: &[u8]) -> Chain<'_> {
     let mut records = Vec::new();
     let mut rest = bytes;
-    let mut first_seq = 0;
+    let mut first_seq = None;
     while let Some(header) = rest.get(..HEADER) {
         let word = |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
         let (len, crc) = (word(0) as usize, word(4));
         let Some(body) = rest.get(8..8 + len).filter(|_| len >= 8) else { break };
         let seq = u64::from_le_bytes(body[..8].try_into().unwrap_or_default());
-        if records.is_empty() {
-            first_seq = seq;
-        }
-        if seq != first_seq + records.len() as u64 || crc32fast::hash(body) != crc {
+        if seq != first_seq.unwrap_or(seq) + records.len() as u64 || crc32fast::hash(body) != crc {
             break;
         }
+        first_seq.get_or_insert(seq);
         records.push(&body[8..]);
         rest = &rest[8 + len..];
-    }
-    if records.is_empty() {
-        first_seq = 0;
     }
     Chain { first_seq, records }
 }
