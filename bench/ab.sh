@@ -44,9 +44,8 @@ run() { # BUILD LANE
     tee -a "$work/runs"
 }
 at_1k() { # BUILD
-  local body='{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}'
   echo "sync@1k $1 $(taskset -c 1 target/release/fixed-rate "127.0.0.1:${port[$1]}" "$(lane_path sync)" 1000 5 \
-    "${key[$1]}" "$body" | cut -d' ' -f1,2)" | tee -a "$work/runs"
+    "${key[$1]}" "$(lane_body sync)" | cut -d' ' -f1,2)" | tee -a "$work/runs"
 }
 lanes=${AB_LANES:-sync async read sync@1k}
 for lane in $lanes; do

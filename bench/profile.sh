@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Profiles the gateway under one lane's load (sync: `beta-image-2.0-pro_t2i` against the simulator in
 # instant mode; async submissions; reads of a finished task), pinned like bench/run.sh: where the CPU time
-# of a request goes, per thread, with call graphs. Writes bench/profiles/<lane>.txt and keeps the raw profile in target/profile-<lane>.data (for
-# `perf report -i`). Needs perf (linux-perf) and wrk; uses only 127.0.0.1.
+# of a request goes, per thread, with call graphs. Writes bench/profiles/<lane>.txt and keeps the raw
+# profile in target/profile-<lane>.data (for `perf report -i`). Needs perf (linux-perf) and wrk; uses only
+# 127.0.0.1.
 #   bash bench/profile.sh [sync|async|read]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,17 +21,21 @@ start_gateway() {
     -H 'Content-Type: application/json' -d '{"amount": 1000000000000000}' >/dev/null
 }
 
-# lane_script LANE KEY: the wrk script of lane `sync` (POST /v1/images/generations), `async`
-# (POST /v1/videos/generations) or `read` (GET, the path names the task).
-lane_script() {
-  local body
+# lane_body LANE: the JSON a POST lane sends: `sync` (POST /v1/images/generations) or `async`
+# (POST /v1/videos/generations).
+lane_body() {
   case $1 in
-    sync) body='{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}' ;;
-    async) body='{"model":"alpha2.6-t2v_t2v","prompt":"bench","duration":5}' ;;
-    read) printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$2"; return ;;
+    sync) echo '{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}' ;;
+    async) echo '{"model":"alpha2.6-t2v_t2v","prompt":"bench","duration":5}' ;;
   esac
+}
+
+# lane_script LANE KEY: the wrk script of lane `sync` or `async` (a POST of lane_body) or `read` (GET, the
+# path names the task).
+lane_script() {
+  if [ "$1" = read ]; then printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$2"; return; fi
   printf 'wrk.method = "POST"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer %s"\n' \
-    "'$body'" "$2"
+    "'$(lane_body "$1")'" "$2"
 }
 
 # lane_path LANE [TASK_ID]: where the lane's requests go (`read` reads TASK_ID: see submit_task).

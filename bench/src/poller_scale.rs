@@ -190,8 +190,8 @@ fn request(addr: &str, method: &str, path: &str, auth: &str, body: &str) -> Vec<
     text.into_bytes()
 }
 
-/// Submits `count` jobs over `CONNECTIONS` connections; returns the accepted task ids and the refusals.
-/// Submits `count` jobs over `CONNECTIONS` connections, at `rate` per second in all (0: back to back).
+/// Submits `count` jobs over `CONNECTIONS` connections, at `rate` per second in all (0: back to back);
+/// returns the accepted task ids and the refusals.
 fn submit(addr: &str, key: &str, count: usize, rate: f64) -> (Vec<String>, usize) {
     let bytes = Arc::new(request(addr, "POST", "/v1/videos/generations", key, BODY));
     let (start, gap) =
