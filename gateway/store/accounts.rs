@@ -2,7 +2,6 @@
 
 use super::{ACCOUNTS, KEYS, Store, StoreError, Tx, decode, encode};
 use rand::RngCore;
-use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -81,7 +80,7 @@ impl Store {
     }
 
     pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(ACCOUNTS)?;
         table.get(name)?.map(|v| decode(v.value())).transpose()
     }
@@ -118,7 +117,7 @@ impl Store {
         if cached.is_some() {
             return Ok(cached);
         }
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(KEYS)?;
         let record: Option<KeyRecord> = table.get(hash.as_slice())?.map(|v| decode(v.value())).transpose()?;
         if let Some(record) = &record {
@@ -129,7 +128,7 @@ impl Store {
 
     /// Every key of an account, by prefix only.
     pub fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(KEYS)?;
         let mut out = Vec::new();
         for row in table.iter()? {

@@ -4,7 +4,6 @@
 
 use super::Tx;
 use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
-use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -173,14 +172,14 @@ impl Store {
     }
 
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(FUNDS)?;
         Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
     }
 
     /// Entries of one account (or all), oldest first.
     pub fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(LEDGER)?;
         let mut out = Vec::new();
         for row in table.iter()? {
@@ -194,7 +193,7 @@ impl Store {
 
     /// Recomputes every account's pots from the entries and compares them with the cached sums.
     pub fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let ledger = tx.open_table(LEDGER)?;
         let mut sums: BTreeMap<String, Funds> = BTreeMap::new();
         let mut entries = 0;
@@ -232,7 +231,7 @@ impl Store {
 
     /// Usage-log records matching `filter`, oldest first.
     pub fn usage(&self, filter: impl Fn(&serde_json::Value) -> bool) -> Result<Vec<serde_json::Value>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(USAGE_LOG)?;
         let mut out = Vec::new();
         for row in table.iter()? {

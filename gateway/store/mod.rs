@@ -4,12 +4,15 @@
 //! Writes go through one group-commit writer (`writer`) and a write-ahead log (`wal`, `mediagate.wal.0`
 //! and `.1` beside the database): durable writes are on disk before their caller hears back, so what a
 //! response says happened survives a crash; deferred writes (state no response has claimed yet) ride on
-//! the next durable one. Values are JSON, so records can grow fields without a migration. Reads run on
-//! the calling thread: a redb read transaction never waits for the writer.
+//! the next durable one. A write lands in the log and in memory (`overlay`); redb's file is written only
+//! by checkpoints, on their own thread (`checkpointer`). Values are JSON, so records can grow fields
+//! without a migration. Reads run on the calling thread, through the overlay and a redb read
+//! transaction: they never wait for the writer.
 
 mod accounts;
-mod data_file;
+mod checkpointer;
 pub mod ledger;
+mod overlay;
 mod syncer;
 mod tables;
 mod tasks;
@@ -24,7 +27,7 @@ pub use writer::{Commit, Pending};
 
 pub(crate) use tables::{ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, USAGE_LOG};
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableTable};
 use serde::{Serialize, de::DeserializeOwned};
 use std::path::Path;
 use std::sync::Arc;
@@ -64,6 +67,7 @@ store_error_from!(
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    overlay: Arc<overlay::Overlay>,
     writer: writer::Writer,
     key_cache: Arc<accounts::KeyCache>,
 }
@@ -86,8 +90,9 @@ impl Store {
             .truncate(false)
             .open(&path)
             .map_err(|e| StoreError(format!("open {}: {e}", path.display())))?;
-        let (file, flushes) = data_file::DataFile::new(file)?;
-        let db = Database::builder().set_cache_size(CACHE_BYTES).create_with_backend(file)?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create_with_backend(redb::backends::FileBackend::new(file)?)?;
         let tx = db.begin_write()?;
         for table in tables::ALL {
             table.create(&tx)?;
@@ -96,29 +101,29 @@ impl Store {
         tx.commit()?;
         let (mut wal, records) = wal::Wal::open(dir, checkpoint)?;
         if !records.is_empty() {
-            let tx = db.begin_write()?;
+            let mut changes = overlay::Changes::default();
             for record in &records {
                 for change in wal::decode_changes(record)? {
-                    tables::named(change.table)?.apply(&tx, change.key, change.value)?;
+                    changes.put(tables::id(change.table)?, change.key, change.value);
                 }
             }
-            tx.commit()?;
-            writer::checkpoint(&db, &wal, false)?;
+            checkpointer::commit(&db, &changes, wal.last_seq(), false)?;
             tracing::info!(records = records.len(), "replayed the write-ahead log");
         }
         // What the log held is in a durable checkpoint now; its files start empty.
-        flushes.settled()?;
         wal.start_over()?;
-        let db = Arc::new(db);
+        let (db, overlay) = (Arc::new(db), Arc::new(overlay::Overlay::new()));
         Ok(Store {
-            writer: writer::Writer::start(db.clone(), wal, flushes, checkpoint_every)?,
+            writer: writer::Writer::start(db.clone(), overlay.clone(), wal, checkpoint_every)?,
             db,
+            overlay,
             key_cache: Arc::default(),
         })
     }
 
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
+    /// The store as it is now: what the writer has published, over redb.
+    pub(crate) fn view(&self) -> Result<overlay::View, StoreError> {
+        self.overlay.view(&self.db)
     }
 
     /// Runs a write through the group-commit writer, blocking until it is durable (CLI, tools, `web::block`).
@@ -153,10 +158,10 @@ impl Store {
 
     /// Models switched on or off by an operator, overriding the spec's `enabled`.
     pub fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let table = tx.open_table(MODEL_SWITCHES)?;
+        let view = self.view()?;
+        let table = view.open_table(MODEL_SWITCHES)?;
         let mut out = Vec::new();
-        for row in redb::ReadableTable::iter(&table)? {
+        for row in table.iter()? {
             let (k, v) = row?;
             out.push((k.value().to_string(), v.value()));
         }
@@ -226,6 +231,35 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_write_fails_alone_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Concurrent, so they usually share a batch; the outcome must not depend on it.
+        let writes: Vec<_> = ["before", "failing", "after"]
+            .into_iter()
+            .map(|model| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    store.write(move |tx| {
+                        tx.open_table(MODEL_SWITCHES)?.insert(model, false)?;
+                        if model == "failing" {
+                            return Err(StoreError::new("refused after writing"));
+                        }
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        let outcomes: Vec<bool> = writes.into_iter().map(|w| w.join().unwrap().is_ok()).collect();
+        assert_eq!(outcomes, [true, false, true]);
+        let switches = |store: &Store| store.model_switches().unwrap().into_iter().map(|(m, _)| m).collect::<Vec<_>>();
+        assert_eq!(switches(&store), ["after", "before"]);
+        // Nor did the failed write reach the log.
+        let image = crash_image(dir.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
+        assert_eq!(switches(&Store::open(image.path()).unwrap()), ["after", "before"]);
+    }
+
+    #[test]
     fn a_closed_store_needs_no_log() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
@@ -253,6 +287,10 @@ mod tests {
             store.post(std::slice::from_ref(&top_up)).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // Live, the entries are read from redb and the overlay together: each once, in order.
+        let seqs: Vec<u64> = store.entries(Some("acme")).unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=50).collect::<Vec<_>>());
+        assert!(store.verify_ledger().unwrap().problems.is_empty());
         let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         for _ in 0..2 {
             let recovered = Store::open(image.path()).unwrap();

@@ -2,6 +2,7 @@
 
 use super::StoreError;
 use redb::{Key, TableDefinition, Value, WriteTransaction};
+use std::cmp::Ordering;
 
 pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
 pub(crate) const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
@@ -26,8 +27,11 @@ pub(crate) const CHECKPOINT: &str = "wal_checkpoint";
 pub(crate) trait AnyTable {
     fn name(&self) -> &str;
     fn create(&self, tx: &WriteTransaction) -> Result<(), StoreError>;
-    /// Writes (or, without a value, removes) a key as the log recorded it, in stored byte form.
-    fn apply(&self, tx: &WriteTransaction, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError>;
+    /// Orders two keys in stored byte form as the table does.
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+    /// Writes (or, without a value, removes) keys as the log or the overlay recorded them, in stored byte
+    /// form.
+    fn apply(&self, tx: &WriteTransaction, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), StoreError>;
 }
 
 impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static, K, V> {
@@ -40,22 +44,33 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
         Ok(())
     }
 
-    fn apply(&self, tx: &WriteTransaction, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        K::compare(a, b)
+    }
+
+    fn apply(&self, tx: &WriteTransaction, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
         let mut table = tx.open_table(*self)?;
-        match value {
-            Some(value) => drop(table.insert(K::from_bytes(key), V::from_bytes(value))?),
-            None => drop(table.remove(K::from_bytes(key))?),
+        for (key, value) in changes {
+            match value {
+                Some(value) => drop(table.insert(K::from_bytes(key), V::from_bytes(value))?),
+                None => drop(table.remove(K::from_bytes(key))?),
+            }
         }
         Ok(())
     }
 }
 
-pub(crate) const ALL: [&dyn AnyTable; 10] =
-    [&ACCOUNTS, &KEYS, &MODEL_SWITCHES, &TASKS, &IN_FLIGHT, &IDEMPOTENCY, &LEDGER, &FUNDS, &USAGE_LOG, &META];
+/// How many tables the store has.
+pub(crate) const COUNT: usize = 9;
 
-/// The table a logged change names.
-pub(crate) fn named(name: &str) -> Result<&'static dyn AnyTable, StoreError> {
-    ALL.into_iter()
-        .find(|table| table.name() == name)
-        .ok_or_else(|| StoreError::new(format!("write-ahead log: unknown table {name}")))
+/// Every table a change may name (`META` is the checkpointer's own), by [`id`].
+pub(crate) const ALL: [&dyn AnyTable; COUNT] =
+    [&TASKS, &IN_FLIGHT, &LEDGER, &FUNDS, &USAGE_LOG, &IDEMPOTENCY, &KEYS, &ACCOUNTS, &MODEL_SWITCHES];
+
+/// The position in [`ALL`] of the table named `name`.
+pub(crate) fn id(name: &str) -> Result<usize, StoreError> {
+    ALL.iter().position(|table| table.name() == name).ok_or_else(|| StoreError::new(format!("unknown table {name}")))
 }

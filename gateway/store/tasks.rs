@@ -4,7 +4,6 @@
 use super::Tx;
 use super::ledger::{self, EntryKind, Posting, Shortfall};
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
-use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -182,7 +181,7 @@ impl Store {
     }
 
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(TASKS)?;
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
@@ -218,7 +217,7 @@ impl Store {
 
     /// Every task that has not reached a terminal state.
     pub fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let ids = tx.open_table(IN_FLIGHT)?;
         let tasks = tx.open_table(TASKS)?;
         let mut out = Vec::new();
@@ -233,7 +232,7 @@ impl Store {
 
     /// The idempotency record stored under `key`.
     pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let tx = self.db().begin_read()?;
+        let tx = self.view()?;
         let table = tx.open_table(IDEMPOTENCY)?;
         table.get(key)?.map(|v| decode(v.value())).transpose()
     }

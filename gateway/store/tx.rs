@@ -1,40 +1,74 @@
-//! The write transaction store code sees: redb's, with every insert and remove also recorded for the
-//! write-ahead log. Tables only deref to redb's for reading, so a change that skips the log cannot compile.
+//! The transaction a write runs in: a [`View`] of the store with the batch's own changes staged over it.
+//! Every insert and remove is staged (later reads in the batch see it), recorded for the write-ahead log
+//! and noted for undoing; tables only deref to their read side, so a change that skips the log cannot
+//! compile. The writer publishes what a batch staged to the overlay once the batch is logged.
 
+use super::overlay::{Changes, Previous, ReadTable, View};
 use super::{StoreError, wal};
-use redb::{Key, TableDefinition, TableHandle, Value, WriteTransaction};
+use redb::{Key, TableDefinition, TableHandle, Value};
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::ops::Deref;
 
-pub struct Tx<'a> {
-    inner: &'a WriteTransaction,
-    changes: RefCell<Vec<u8>>,
+pub struct Tx<'v> {
+    view: &'v View,
+    staged: RefCell<Changes>,
+    /// The log record's changes so far.
+    log: RefCell<Vec<u8>>,
+    /// What each change replaced in `staged`, to undo a write that fails.
+    undo: RefCell<Vec<Undo>>,
 }
 
-impl<'a> Tx<'a> {
-    /// `changes`: those already recorded in `inner` (a transaction left open across batches), or none.
-    pub(crate) fn new(inner: &'a WriteTransaction, changes: Vec<u8>) -> Tx<'a> {
-        Tx { inner, changes: RefCell::new(changes) }
+/// A change's table, key, and what it replaced.
+type Undo = (usize, Box<[u8]>, Previous);
+
+/// How far a [`Tx`] had got, to roll a failed write back to.
+pub(crate) struct Mark {
+    log: usize,
+    undo: usize,
+}
+
+impl<'v> Tx<'v> {
+    pub(crate) fn new(view: &'v View) -> Tx<'v> {
+        Tx { view, staged: RefCell::default(), log: RefCell::default(), undo: RefCell::default() }
     }
 
     pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         definition: TableDefinition<'static, K, V>,
     ) -> Result<Table<'_, K, V>, StoreError> {
-        Ok(Table { table: self.inner.open_table(definition)?, definition, changes: &self.changes })
+        Ok(Table { read: self.view.table(definition, Some(&self.staged))?, definition, tx: self })
     }
 
-    /// The changes recorded so far, in the log's encoding.
-    pub(crate) fn into_changes(self) -> Vec<u8> {
-        self.changes.into_inner()
+    pub(crate) fn mark(&self) -> Mark {
+        Mark { log: self.log.borrow().len(), undo: self.undo.borrow().len() }
+    }
+
+    /// Undoes every change since `mark`.
+    pub(crate) fn roll_back(&self, mark: &Mark) {
+        self.log.borrow_mut().truncate(mark.log);
+        let mut staged = self.staged.borrow_mut();
+        for (table, key, previous) in self.undo.borrow_mut().drain(mark.undo..).rev() {
+            staged.restore(table, &key, previous);
+        }
+    }
+
+    /// The staged changes and their log record.
+    pub(crate) fn finish(self) -> (Changes, Vec<u8>) {
+        (self.staged.into_inner(), self.log.into_inner())
+    }
+
+    fn change(&self, table: usize, name: &str, key: &[u8], value: Option<&[u8]>) {
+        wal::encode_change(&mut self.log.borrow_mut(), name, key, value);
+        let previous = self.staged.borrow_mut().put(table, key, value);
+        self.undo.borrow_mut().push((table, key.into(), previous));
     }
 }
 
 pub struct Table<'t, K: Key + 'static, V: Value + 'static> {
-    table: redb::Table<'t, K, V>,
+    read: ReadTable<'t, K, V>,
     definition: TableDefinition<'static, K, V>,
-    changes: &'t RefCell<Vec<u8>>,
+    tx: &'t Tx<'t>,
 }
 
 impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
@@ -43,30 +77,22 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<(), StoreError> {
-        let (key, value) = (key.borrow(), value.borrow());
-        let mut changes = self.changes.borrow_mut();
-        wal::encode_change(
-            &mut changes,
-            self.definition.name(),
-            K::as_bytes(key).as_ref(),
-            Some(V::as_bytes(value).as_ref()),
-        );
-        self.table.insert(key, value)?;
+        let (key, value) = (K::as_bytes(key.borrow()), V::as_bytes(value.borrow()));
+        self.tx.change(self.read.id(), self.definition.name(), key.as_ref(), Some(value.as_ref()));
         Ok(())
     }
 
     pub(crate) fn remove<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<(), StoreError> {
-        let key = key.borrow();
-        wal::encode_change(&mut self.changes.borrow_mut(), self.definition.name(), K::as_bytes(key).as_ref(), None);
-        self.table.remove(key)?;
+        let key = K::as_bytes(key.borrow());
+        self.tx.change(self.read.id(), self.definition.name(), key.as_ref(), None);
         Ok(())
     }
 }
 
 impl<'t, K: Key + 'static, V: Value + 'static> Deref for Table<'t, K, V> {
-    type Target = redb::Table<'t, K, V>;
+    type Target = ReadTable<'t, K, V>;
 
     fn deref(&self) -> &Self::Target {
-        &self.table
+        &self.read
     }
 }

@@ -134,8 +134,8 @@ impl Wal {
         Ok(())
     }
 
-    /// Goes on at the other file's start, once a checkpoint holds every record so far and the checkpoint
-    /// before it is durable (the other file's records are all in that one); returns the file left, whose
+    /// Goes on at the other file's start, once a checkpoint of every record so far is under way and the
+    /// checkpoint before it is durable (the other file's records are all in that one); returns the file left, whose
     /// last records may still need an fsync. The old bytes stay until overwritten (so the file keeps its
     /// size and an fsync needs no metadata update); a chain never reads past the first record that does
     /// not carry the next sequence number.

@@ -1,35 +1,33 @@
 //! Group commit: every write goes through one writer thread, which runs the writes waiting in its queue
-//! in one redb transaction and commits them together, so concurrent requests share the cost of an fsync.
-//! Writes in a batch run in arrival order and see each other, as if they ran one by one.
+//! as one batch, so concurrent requests share the cost of an fsync. Writes in a batch run in arrival
+//! order and see each other, as if they ran one by one.
 //!
-//! A batch is committed to redb without an fsync (applied and visible at once) and its changes are
-//! appended to the write-ahead log (`wal`); an fsync of the log, on the syncer's thread (`syncer`) while
-//! the writer goes on with the next batch, is what makes it durable. A write is either
-//! [`Commit::Durable`] (its caller hears back only once the log holding it is fsynced) or
-//! [`Commit::Deferred`] (its caller hears back once it is applied; it reaches the disk with the next
-//! fsync, which every code path that answers a client waits for). A batch of deferred writes only is
-//! left uncommitted for the next batch to commit with its own (see [`DEFER_AT_MOST`]): usually the
-//! durable write that ends the same request, so a request costs one redb commit and one log record, not
-//! two. Every so often (and when the store closes) the writer checkpoints: a durable redb commit, whose
-//! fsync finishes in the background (`data_file`), after which the log goes on in its other file.
+//! A batch never touches redb's file: its changes are appended to the write-ahead log (`wal`) as one
+//! record and published to the in-memory overlay (`overlay`), where every reader sees them at once; an
+//! fsync of the log, on the syncer's thread (`syncer`) while the writer goes on with the next batch, is
+//! what makes it durable. A write is either [`Commit::Durable`] (its caller hears back only once the log
+//! holding it is fsynced) or [`Commit::Deferred`] (its caller hears back once it is published; it reaches
+//! the disk with the next fsync, which every code path that answers a client waits for). A batch of
+//! deferred writes only is published but left out of the log for up to [`DEFER_AT_MOST`], for the next
+//! batch to log with its own: usually the durable write that ends the same request, so a request costs
+//! one log record. Every [`CHECKPOINT_INTERVAL`] the writer freezes the overlay's newest layer for the
+//! checkpointer (`checkpointer`), which commits it to redb on its own thread, and the log goes on in its
+//! other file.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
 //!
-//! A write that fails fails its batch: the transaction is dropped (nothing of it is written, nor of the
-//! deferred writes left open before it, whose requests then fail at their durable write) and every caller
-//! in it gets the error. Writes fail only on storage errors or a broken invariant, which would
-//! have failed their neighbours too. A failure to log a committed batch stops the writer: what readers
-//! may have seen could not be made durable, so no later write is taken; so does a failed fsync of the log
-//! or of the database.
+//! A write that fails fails alone: its changes are undone and its caller gets the error, while the rest
+//! of its batch goes on. A failure to log a batch stops the writer (what readers may have seen could
+//! not be made durable, so no later write is taken); so does a failed fsync of the log.
 
 use super::StoreError;
-use super::data_file::Flushes;
+use super::checkpointer::Checkpointer;
+use super::overlay::{Overlay, View};
 use super::syncer::Syncer;
-use super::tables::{CHECKPOINT, META};
 use super::tx::Tx;
 use super::wal::Wal;
-use redb::{Database, Durability, WriteTransaction};
+use redb::Database;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,27 +38,27 @@ use tokio::sync::{oneshot, watch};
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
-/// How long deferred writes may stay applied but uncommitted, waiting for a batch to commit with. Readers
-/// do not see them meanwhile; nothing needs to, as no client has heard of them (and [`Writer::caught_up`]
-/// commits them at once for one that may have: an idempotent retry of a request still in flight).
+/// How long deferred writes may stay published but out of the log, waiting for a batch to be logged with.
+/// A reader that shows what it read waits for them to be logged and fsynced ([`Writer::caught_up`]).
 const DEFER_AT_MOST: Duration = Duration::from_millis(2);
-/// A checkpoint is due once the log holds this much...
-const CHECKPOINT_BYTES: u64 = 64 << 20;
-/// ...or this long after the last one. Each writes every page dirtied since (one redb flush for many
-/// batches) and bounds the log a restart after a crash replays (and the data file's growth: redb reuses
-/// no page an unsynced commit freed). It holds up every write queued behind it while it writes those
-/// pages (its fsync is in the background), the longer the more was written since the last one (3-5 ms
-/// once a second under the bench's 1k req/s), so frequent small ones keep the tail shortest. Unit tests
-/// checkpoint only on close (unless they ask), so what they find on disk meanwhile is the log's doing.
+/// A checkpoint is due once the log or the overlay's newest layer holds this much...
+const CHECKPOINT_BYTES: u64 = 16 << 20;
+/// ...or this long after the last one. Each is one durable redb commit of every key changed since (a key
+/// changed many times is written once), and bounds the overlay's memory and the log a restart after a
+/// crash replays. Its page writes and fsync compete with the log's fsyncs for the disk, the more the
+/// longer the interval: 100 ms gave a shorter tail at 1k req/s than 1 s. Unit tests checkpoint only on
+/// close (unless they ask), so what they find on disk meanwhile is the log's doing.
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 100 });
+/// How often a due checkpoint is looked at again while the one before is still being committed.
+const CHECKPOINT_POLL: Duration = Duration::from_millis(5);
 
 /// How soon a write must be on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Commit {
     /// On disk before the caller hears back.
     Durable,
-    /// Applied and visible at once; on disk with the next durable commit. For state no response has
-    /// claimed yet (a task record before its submission is acknowledged).
+    /// Visible at once; on disk with the next durable write. For state no response has claimed yet (a task
+    /// record before its submission is acknowledged).
     Deferred,
 }
 
@@ -176,22 +174,22 @@ impl Drop for Shared {
 
 /// How far the writer has got, by log sequence number, for [`Writer::caught_up`].
 struct Progress {
-    /// The last batch applied. Set before its redb commit, so a reader that sees a batch's changes reads
-    /// at least its number.
+    /// The last record logged. Set before its changes are published, so a reader that sees them reads at
+    /// least its number.
     visible: AtomicU64,
-    /// The last batch an fsync is coming for (one holding a durable write). Set before `visible`.
+    /// The last record an fsync is coming for (one holding a durable write). Set before `visible`.
     syncing: AtomicU64,
-    /// Deferred writes are applied in a transaction not yet committed. Set before they hear back.
+    /// Deferred writes are published but not logged yet. Set before they are published.
     open: AtomicBool,
 }
 
 impl Writer {
-    /// Starts the writer on a store whose log holds nothing beyond its durable checkpoint; `flushes` are
-    /// the database file's background fsyncs. It checkpoints at least `checkpoint_every`.
+    /// Starts the writer (and its syncer and checkpointer) on a store whose log holds nothing beyond its
+    /// durable checkpoint, publishing to `overlay`. It checkpoints at least `checkpoint_every`.
     pub(crate) fn start(
         db: Arc<Database>,
+        overlay: Arc<Overlay>,
         wal: Wal,
-        flushes: Flushes,
         checkpoint_every: Duration,
     ) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
@@ -203,17 +201,33 @@ impl Writer {
         });
         let (durable_tx, durable) = watch::channel(last);
         let syncer = Syncer::start(&wal, durable_tx)?;
+        let checkpointer = Checkpointer::start(db.clone(), overlay.clone())?;
         let thread = {
             let progress = progress.clone();
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || run(&db, wal, &jobs, &progress, syncer, &flushes, checkpoint_every))
+                .spawn(move || {
+                    let writing = Writing {
+                        db: &db,
+                        overlay: &overlay,
+                        wal,
+                        progress: &progress,
+                        syncer,
+                        checkpointer,
+                        checkpoint_every,
+                        view: None,
+                        last_checkpoint: Instant::now(),
+                        unlogged: Vec::new(),
+                        unlogged_since: Instant::now(),
+                    };
+                    run(writing, &jobs);
+                })
                 .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?
         };
         Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }), progress, durable })
     }
 
-    /// Queues `op` for the next batch; the returned future resolves once the batch is committed as asked.
+    /// Queues `op` for the next batch; the returned future resolves once it is published, or durable, as `commit` asks.
     pub(crate) fn queue<T, F>(&self, commit: Commit, op: F) -> Pending<T>
     where
         T: Send + 'static,
@@ -236,10 +250,9 @@ impl Writer {
         answer.recv().map_err(|_| dropped())?
     }
 
-    /// Resolves once every write applied so far is committed and durable: for answers that show stored
-    /// state, which must not show what a crash could still undo. Immediate when nothing is pending;
-    /// otherwise it waits for the fsync under way, or asks for one (and a commit) if only deferred writes
-    /// are pending.
+    /// Resolves once every write published so far is durable: for answers that show stored state, which
+    /// must not show what a crash could still undo. Immediate when nothing is pending; otherwise it waits
+    /// for the fsync under way, or asks for one (which also logs deferred writes not logged yet).
     pub(crate) async fn caught_up(&self) -> Result<(), StoreError> {
         if self.progress.open.load(Ordering::Acquire) {
             return self.queue(Commit::Durable, |_| Ok(())).await;
@@ -268,44 +281,39 @@ impl Writer {
     }
 }
 
-fn run(
-    db: &Database,
-    mut wal: Wal,
-    jobs: &mpsc::Receiver<Box<dyn Job>>,
-    progress: &Progress,
+/// What the writer thread works with.
+struct Writing<'a> {
+    db: &'a Database,
+    overlay: &'a Overlay,
+    wal: Wal,
+    progress: &'a Progress,
     syncer: Syncer,
-    flushes: &Flushes,
+    checkpointer: Checkpointer,
     checkpoint_every: Duration,
-) {
-    let mut last_checkpoint = Instant::now();
-    let mut checkpoint_if_due = |wal: &mut Wal| {
-        if wal.len() >= CHECKPOINT_BYTES || (wal.len() > 0 && last_checkpoint.elapsed() >= checkpoint_every) {
-            checkpoint_and_switch(db, wal, &syncer);
-            last_checkpoint = Instant::now();
-        }
-    };
-    let mut open: Option<Open> = None;
+    last_checkpoint: Instant,
+    /// The writes' view of the store: kept from batch to batch (its newest layer is the one they are
+    /// published to) until a freeze.
+    view: Option<View>,
+    /// Deferred writes published but not logged yet (see [`DEFER_AT_MOST`]), and since when.
+    unlogged: Vec<u8>,
+    unlogged_since: Instant,
+}
+
+fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
     loop {
-        let wait = open.as_ref().map_or(checkpoint_every, |open| DEFER_AT_MOST.saturating_sub(open.since.elapsed()));
+        let wait = writing.idle_for();
         let first = match jobs.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Some(open) = open.take()
-                    && let Err(e) = commit_open(db, &mut wal, open, &syncer, progress)
-                {
-                    tracing::error!(error = %e, "the store could not log a committed batch; it takes no more writes");
-                    return;
+                if let Err(e) = writing.log_unlogged() {
+                    return stop(&e);
                 }
-                checkpoint_if_due(&mut wal);
+                writing.checkpoint_if_due();
                 continue;
             }
             // Every handle is gone: leave a checkpointed store behind.
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let outcome = match open.take() {
-                    Some(open) => commit_open(db, &mut wal, open, &syncer, progress),
-                    None => Ok(()),
-                };
-                if let Err(e) = outcome.and_then(|()| final_checkpoint(db, &wal, flushes)) {
+                if let Err(e) = writing.close() {
                     tracing::error!(error = %e, "final store checkpoint failed; the log keeps every write");
                 }
                 return;
@@ -318,49 +326,33 @@ fn run(
                 Err(_) => break,
             }
         }
-        if syncer.failed() || flushes.failed() {
-            deliver(batch, &Err(StoreError::new("the store could not fsync its files; it takes no more writes")));
+        if writing.syncer.failed() {
+            deliver(batch, &Err(StoreError::new("the store could not fsync its log; it takes no more writes")));
             return;
         }
         let closes = batch.iter().any(|job| job.closes());
-        let outcome = match apply(db, &mut wal, open.take(), &mut batch, progress, !closes) {
-            Ok(Some(left)) => {
-                open = Some(left);
-                deliver(batch, &Ok(()));
-                continue;
-            }
-            Ok(None) => Ok(batch.iter().any(|job| job.commit() == Commit::Durable)),
-            Err(e) => Err(e),
+        let batch = match writing.apply(batch) {
+            Ok(batch) => batch,
+            Err(e) => return stop(&e),
         };
         if closes {
-            // The checkpoint makes everything durable, whatever fsync is still under way.
-            let outcome = outcome.map_err(Failed::into_error).and_then(|_| final_checkpoint(db, &wal, flushes));
-            drop(syncer); // the fsyncs under way finish and their writes hear back first
+            let outcome = writing.close();
+            drop(writing); // the fsyncs under way finish and their writes hear back first
             deliver(batch, &outcome);
             return;
         }
-        match outcome {
-            Ok(must_sync) => {
-                let (durable, deferred) = batch.into_iter().partition(|job| job.commit() == Commit::Durable);
-                deliver(deferred, &Ok(()));
-                if must_sync && !syncer.sync(wal.current(), wal.last_seq(), durable) {
-                    tracing::error!("the store's log syncer stopped; it takes no more writes");
-                    return;
-                }
-                checkpoint_if_due(&mut wal);
-            }
-            Err(Failed::Batch(e)) => {
-                // Its number may be used up by an empty record that a reader waits on.
-                syncer.sync(wal.current(), wal.last_seq(), Vec::new());
-                deliver(batch, &Err(e));
-            }
-            Err(Failed::Log(e)) => {
-                tracing::error!(error = %e, "the store could not log a committed batch; it takes no more writes");
-                deliver(batch, &Err(e));
-                return;
-            }
+        let (durable, deferred): (Vec<_>, Vec<_>) = batch.into_iter().partition(|job| job.commit() == Commit::Durable);
+        deliver(deferred, &Ok(()));
+        if !durable.is_empty() && !writing.syncer.sync(writing.wal.current(), writing.wal.last_seq(), durable) {
+            return stop(&StoreError::new("the store's log syncer stopped"));
         }
+        writing.checkpoint_if_due();
     }
+}
+
+/// What was published could not be made durable: no later write is taken.
+fn stop(e: &StoreError) {
+    tracing::error!(error = %e, "the store could not log its writes; it takes no more writes");
 }
 
 fn deliver(batch: Vec<Box<dyn Job>>, outcome: &Result<(), StoreError>) {
@@ -369,150 +361,113 @@ fn deliver(batch: Vec<Box<dyn Job>>, outcome: &Result<(), StoreError>) {
     }
 }
 
-/// Why a batch failed: before the log knew of it (nothing of it remains), or after it was applied and
-/// could not be logged (what readers saw cannot be made durable: the writer stops).
-enum Failed {
-    Batch(StoreError),
-    Log(StoreError),
-}
-
-impl Failed {
-    fn into_error(self) -> StoreError {
-        match self {
-            Failed::Batch(e) | Failed::Log(e) => e,
+impl Writing<'_> {
+    /// How long to wait for a write before there is something else to do.
+    fn idle_for(&self) -> Duration {
+        if !self.unlogged.is_empty() {
+            DEFER_AT_MOST.saturating_sub(self.unlogged_since.elapsed())
+        } else if self.wal.len() == 0 {
+            self.checkpoint_every
+        } else {
+            // Once due, ask again now and then until the checkpoint before is done.
+            self.checkpoint_every.saturating_sub(self.last_checkpoint.elapsed()).max(CHECKPOINT_POLL)
         }
     }
-}
 
-impl<E: Into<StoreError>> From<E> for Failed {
-    fn from(e: E) -> Failed {
-        Failed::Batch(e.into())
-    }
-}
-
-/// Deferred writes applied and answered, not committed yet (see [`DEFER_AT_MOST`]).
-struct Open {
-    tx: WriteTransaction,
-    changes: Vec<u8>,
-    since: Instant,
-}
-
-/// Runs one batch, in the transaction left open if there is one, and commits it to redb without an fsync
-/// and logs its changes, unless `may_stay_open` and the batch holds deferred writes only: then it returns
-/// the transaction, still open.
-fn apply(
-    db: &Database,
-    wal: &mut Wal,
-    open: Option<Open>,
-    batch: &mut [Box<dyn Job>],
-    progress: &Progress,
-    may_stay_open: bool,
-) -> Result<Option<Open>, Failed> {
-    let Open { tx, changes, since } = match open {
-        Some(open) => open,
-        None => {
-            let mut tx = db.begin_write()?;
-            tx.set_durability(Durability::None)?;
-            Open { tx, changes: Vec::new(), since: Instant::now() }
+    /// Runs a batch: each write in a view of the store with the writes before it staged; a write that
+    /// fails is undone and hears back at once. Then logs the batch (with the deferred writes before it)
+    /// and publishes it, unless it holds deferred writes only, which are published and left unlogged for
+    /// up to [`DEFER_AT_MOST`]. Returns the writes that succeeded; an error only if the log failed.
+    fn apply(&mut self, batch: Vec<Box<dyn Job>>) -> Result<Vec<Box<dyn Job>>, StoreError> {
+        let view = match self.view.take() {
+            Some(view) => view,
+            None => match self.overlay.view(self.db) {
+                Ok(view) => view,
+                Err(e) => {
+                    deliver(batch, &Err(e));
+                    return Ok(Vec::new());
+                }
+            },
+        };
+        let tx = Tx::new(&view);
+        let mut done = Vec::with_capacity(batch.len());
+        for mut job in batch {
+            let mark = tx.mark();
+            match job.run(&tx) {
+                Ok(()) => done.push(job),
+                Err(e) => {
+                    tx.roll_back(&mark);
+                    job.deliver(Err(e));
+                }
+            }
         }
-    };
-    let logged = Tx::new(&tx, changes);
-    if let Err(e) = batch.iter_mut().try_for_each(|job| job.run(&logged)) {
-        progress.open.store(false, Ordering::Release); // dropping the transaction undoes what it held
-        return Err(Failed::Batch(e));
-    }
-    let changes = logged.into_changes();
-    let must_sync = batch.iter().any(|job| job.commit() == Commit::Durable);
-    if !must_sync && may_stay_open && !changes.is_empty() && since.elapsed() < DEFER_AT_MOST {
-        progress.open.store(true, Ordering::Release);
-        return Ok(Some(Open { tx, changes, since }));
-    }
-    commit(wal, tx, &changes, must_sync, progress)?;
-    Ok(None)
-}
-
-/// Commits deferred writes left open that no batch came to commit with; an error if they could not be
-/// logged (the writer stops).
-fn commit_open(
-    db: &Database,
-    wal: &mut Wal,
-    open: Open,
-    syncer: &Syncer,
-    progress: &Progress,
-) -> Result<(), StoreError> {
-    match apply(db, wal, Some(open), &mut [], progress, false) {
-        Ok(_) => Ok(()),
-        // Nothing of it is written (their requests fail at their durable write); a reader may wait on its
-        // number.
-        Err(Failed::Batch(e)) => {
-            tracing::error!(error = %e, "the store could not commit deferred writes");
-            syncer.sync(wal.current(), wal.last_seq(), Vec::new());
-            Ok(())
+        let (staged, log) = tx.finish();
+        self.view = Some(view);
+        let durable = done.iter().any(|job| job.commit() == Commit::Durable);
+        let must_log = durable || done.iter().any(|job| job.closes());
+        if staged.is_empty() {
+            if must_log {
+                self.log_unlogged()?;
+            }
+            return Ok(done);
         }
-        Err(Failed::Log(e)) => Err(e),
-    }
-}
-
-/// Commits `tx` to redb without an fsync and logs `changes`.
-fn commit(
-    wal: &mut Wal,
-    tx: WriteTransaction,
-    changes: &[u8],
-    must_sync: bool,
-    progress: &Progress,
-) -> Result<(), Failed> {
-    if changes.is_empty() {
-        progress.open.store(false, Ordering::Release);
-        tx.abort()?;
-        return Ok(());
-    }
-    let seq = wal.last_seq() + 1;
-    if must_sync {
-        progress.syncing.store(seq, Ordering::Release);
-    }
-    progress.visible.store(seq, Ordering::Release);
-    let committed = tx.commit();
-    progress.open.store(false, Ordering::Release);
-    match committed {
-        Ok(()) => wal.append(changes).map_err(Failed::Log),
-        // The failed batch still uses up its number (as an empty record, which `run` has fsynced at once),
-        // so a reader that read the number is not left waiting for it.
-        Err(e) => {
-            wal.append(&[]).map_err(Failed::Log)?;
-            Err(Failed::Batch(e.into()))
+        if self.unlogged.is_empty() {
+            self.unlogged_since = Instant::now();
         }
-    }
-}
-
-/// A checkpoint while running, after which the log goes on in its other file. A failed one is retried
-/// when next due; the log keeps every write meanwhile.
-fn checkpoint_and_switch(db: &Database, wal: &mut Wal, syncer: &Syncer) {
-    match checkpoint(db, wal, false) {
-        Ok(()) => {
-            // This checkpoint's commit wrote only once the last one's fsync was done (`data_file`): the
-            // other file's records are durable in that one, and the log can go on over them.
-            let left = wal.switch();
-            // Its last records may be deferred writes no fsync was asked for yet; later records are
-            // durable only once they are.
-            syncer.sync(left, wal.last_seq(), Vec::new());
+        self.unlogged.extend_from_slice(&log);
+        if !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
+            self.progress.open.store(true, Ordering::Release);
+            self.overlay.publish(staged);
+            return Ok(done);
         }
-        Err(e) => tracing::error!(error = %e, "store checkpoint failed; the log keeps every write"),
+        let seq = self.wal.last_seq() + 1;
+        if durable {
+            self.progress.syncing.store(seq, Ordering::Release);
+        }
+        self.wal.append(&self.unlogged)?;
+        self.unlogged.clear();
+        self.progress.visible.store(seq, Ordering::Release);
+        self.overlay.publish(staged);
+        self.progress.open.store(false, Ordering::Release);
+        Ok(done)
     }
-}
 
-/// Commits to redb, durably, everything applied, with the log's last sequence number; the commit's fsync
-/// finishes in the background (see `data_file`). `closing` also records redb's allocator state, so the
-/// next open needs no repair.
-pub(crate) fn checkpoint(db: &Database, wal: &Wal, closing: bool) -> Result<(), StoreError> {
-    let mut tx = db.begin_write()?;
-    tx.set_quick_repair(closing);
-    tx.open_table(META)?.insert(CHECKPOINT, wal.last_seq())?;
-    tx.commit()?;
-    Ok(())
-}
+    /// Logs the deferred writes left unlogged, if any (no fsync: the next durable write's covers them).
+    fn log_unlogged(&mut self) -> Result<(), StoreError> {
+        if self.unlogged.is_empty() {
+            return Ok(());
+        }
+        self.wal.append(&self.unlogged)?;
+        self.unlogged.clear();
+        self.progress.visible.store(self.wal.last_seq(), Ordering::Release);
+        self.progress.open.store(false, Ordering::Release);
+        Ok(())
+    }
 
-/// The checkpoint of a closing store, on disk when this returns.
-fn final_checkpoint(db: &Database, wal: &Wal, flushes: &Flushes) -> Result<(), StoreError> {
-    checkpoint(db, wal, true)?;
-    flushes.settled()
+    /// Freezes the overlay's newest layer for the checkpointer and moves the log to its other file, when
+    /// a checkpoint is due and the last one is durable: the other file's records are all in that one.
+    fn checkpoint_if_due(&mut self) {
+        let due = self.wal.len() >= CHECKPOINT_BYTES
+            || self.overlay.newest_bytes() >= CHECKPOINT_BYTES as usize
+            || (self.wal.len() > 0 && self.last_checkpoint.elapsed() >= self.checkpoint_every);
+        if !due || !self.checkpointer.idle() {
+            return;
+        }
+        if let Err(e) = self.log_unlogged() {
+            return stop(&e);
+        }
+        self.view = None; // it holds the layer frozen, not the one that takes the writes from now on
+        self.checkpointer.start_one(self.overlay.freeze(), self.wal.last_seq());
+        self.last_checkpoint = Instant::now();
+        let left = self.wal.switch();
+        // Its last records may be deferred writes no fsync was asked for yet; later records are durable
+        // only once they are.
+        self.syncer.sync(left, self.wal.last_seq(), Vec::new());
+    }
+
+    /// The store's last checkpoint: every write so far committed to redb, durably.
+    fn close(&mut self) -> Result<(), StoreError> {
+        self.log_unlogged()?;
+        self.checkpointer.close(self.overlay.freeze(), self.wal.last_seq())
+    }
 }

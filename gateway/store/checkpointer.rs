@@ -1,0 +1,114 @@
+//! Checkpoints, on a thread of their own: a frozen overlay layer is committed to redb, durably, in one
+//! transaction that also records the number of the last log record it holds; then the layer is dropped.
+//! The writer freezes the next layer only once this one is durable (see `writer`), so that the log file
+//! holding the records before it can be written over.
+
+use super::StoreError;
+use super::overlay::{Changes, Layer, Overlay};
+use super::tables::{ALL, CHECKPOINT, META};
+use redb::Database;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a failed checkpoint waits before it is tried again (the log keeps every write meanwhile).
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The writer's handle. Dropping it waits for the checkpoint under way.
+pub(super) struct Checkpointer {
+    requests: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    busy: Arc<AtomicBool>,
+}
+
+struct Request {
+    layer: Arc<Layer>,
+    /// The last log record the layer holds.
+    seq: u64,
+    /// The store's last checkpoint: tried once, its outcome sent back.
+    closing: Option<mpsc::SyncSender<Result<(), StoreError>>>,
+}
+
+impl Checkpointer {
+    pub(super) fn start(db: Arc<Database>, overlay: Arc<Overlay>) -> Result<Checkpointer, StoreError> {
+        let (requests, queue) = mpsc::channel::<Request>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let busy = busy.clone();
+            std::thread::Builder::new()
+                .name("store-checkpoint".into())
+                .spawn(move || run(&db, &overlay, &queue, &busy))
+                .map_err(|e| StoreError::new(format!("cannot start the store checkpointer: {e}")))?
+        };
+        Ok(Checkpointer { requests: Some(requests), thread: Some(thread), busy })
+    }
+
+    /// Whether the last checkpoint asked for is durable.
+    pub(super) fn idle(&self) -> bool {
+        !self.busy.load(Ordering::Acquire)
+    }
+
+    /// Starts committing `layer`, frozen after log record `seq`.
+    pub(super) fn start_one(&self, layer: Arc<Layer>, seq: u64) {
+        self.busy.store(true, Ordering::Release);
+        self.send(Request { layer, seq, closing: None });
+    }
+
+    /// Commits `layer` after every checkpoint asked for before it, with redb's allocator state recorded
+    /// (so the next open needs no repair); returns once it is durable.
+    pub(super) fn close(&self, layer: Arc<Layer>, seq: u64) -> Result<(), StoreError> {
+        let (reply, outcome) = mpsc::sync_channel(1);
+        self.send(Request { layer, seq, closing: Some(reply) });
+        outcome.recv().map_err(|_| StoreError::new("the store checkpointer stopped"))?
+    }
+
+    fn send(&self, request: Request) {
+        if let Some(requests) = &self.requests
+            && requests.send(request).is_err()
+        {
+            tracing::error!("the store checkpointer has stopped; the log keeps every write");
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, busy: &AtomicBool) {
+    for Request { layer, seq, closing } in queue {
+        if let Some(reply) = closing {
+            let outcome = commit(db, &layer.changes(), seq, true);
+            if outcome.is_ok() {
+                overlay.release();
+            }
+            let _ = reply.send(outcome);
+            continue;
+        }
+        while let Err(e) = commit(db, &layer.changes(), seq, false) {
+            tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
+            std::thread::sleep(RETRY_AFTER);
+        }
+        overlay.release();
+        busy.store(false, Ordering::Release);
+    }
+}
+
+/// Commits `changes` to redb, durably, as holding the log up to record `seq`. `closing` also records
+/// redb's allocator state.
+pub(super) fn commit(db: &Database, changes: &Changes, seq: u64, closing: bool) -> Result<(), StoreError> {
+    let mut tx = db.begin_write()?;
+    tx.set_quick_repair(closing);
+    for (id, table) in ALL.iter().enumerate() {
+        table.apply(&tx, &changes.sorted(id))?;
+    }
+    tx.open_table(META)?.insert(CHECKPOINT, seq)?;
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,337 @@
+//! The store's recent changes, in memory over redb.
+//!
+//! The writer never writes redb itself: a batch's changes go to the log and into the newest *layer* of
+//! this overlay, where every reader sees them. Every so often the writer freezes that layer (a new empty
+//! one takes its place) and the checkpointer (`checkpointer`) commits it to redb, durably, in one
+//! transaction, then drops it. A key changed many times in between reaches redb once, and no request
+//! waits for a redb commit.
+//!
+//! A [`View`] reads the layers, newest first, then a redb read transaction. It is taken under the lock
+//! that guards the list of layers, and a layer leaves the list only once its commit is visible: so every
+//! change is either in a layer the view holds or in its redb snapshot (or both, with the same value).
+
+use super::StoreError;
+use super::tables::{self, ALL};
+use redb::{
+    AccessGuard, Database, Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    TableHandle, Value,
+};
+use std::borrow::Borrow;
+use std::cell::{OnceCell, RefCell};
+use std::cmp::Ordering;
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+
+/// One table's changed keys, in stored byte form: the new value, or `None` for a removal.
+type Entries = HashMap<Box<[u8]>, Option<Box<[u8]>>, foldhash::fast::RandomState>;
+/// One changed key, as [`Entries`] holds it.
+type Change = (Box<[u8]>, Option<Box<[u8]>>);
+
+/// Changed keys of every table.
+#[derive(Default)]
+pub(crate) struct Changes {
+    tables: [Entries; tables::COUNT],
+    /// Per table, the greatest key given a value (a hint for [`ReadTable::last`]).
+    greatest: [Option<Box<[u8]>>; tables::COUNT],
+    /// Roughly how much memory the changes hold.
+    bytes: usize,
+}
+
+/// What a key was in a [`Changes`] before a change: absent, or the recorded change.
+pub(crate) type Previous = Option<Option<Box<[u8]>>>;
+
+impl Changes {
+    /// `Some(None)` if the key was removed, `None` if it is not among the changes.
+    fn get(&self, table: usize, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.tables[table].get(key).map(Option::as_deref)
+    }
+
+    /// Records a change; returns what was recorded for the key before (for [`Changes::restore`]).
+    pub(crate) fn put(&mut self, table: usize, key: &[u8], value: Option<&[u8]>) -> Previous {
+        self.bytes += key.len() + value.map_or(0, <[u8]>::len) + 48;
+        if value.is_some() && self.greatest[table].as_deref().is_none_or(|g| ALL[table].compare(key, g).is_gt()) {
+            self.greatest[table] = Some(key.into());
+        }
+        self.tables[table].insert(key.into(), value.map(Into::into))
+    }
+
+    /// Undoes a [`Changes::put`] (the greatest-key hint may stay ahead: it is only a hint).
+    pub(crate) fn restore(&mut self, table: usize, key: &[u8], previous: Previous) {
+        match previous {
+            Some(previous) => drop(self.tables[table].insert(key.into(), previous)),
+            None => drop(self.tables[table].remove(key)),
+        }
+    }
+
+    /// Takes over every change of `newer`, which wins where both changed a key.
+    fn absorb(&mut self, newer: Changes) {
+        for (table, entries) in newer.tables.into_iter().enumerate() {
+            self.tables[table].extend(entries);
+        }
+        for (table, greatest) in newer.greatest.into_iter().enumerate() {
+            if let Some(key) = greatest {
+                let ours = self.greatest[table].as_deref();
+                if ours.is_none_or(|g| ALL[table].compare(&key, g).is_gt()) {
+                    self.greatest[table] = Some(key);
+                }
+            }
+        }
+        self.bytes += newer.bytes;
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tables.iter().all(Entries::is_empty)
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// One table's changes in its key order.
+    pub(crate) fn sorted(&self, table: usize) -> Vec<(&[u8], Option<&[u8]>)> {
+        let mut entries: Vec<_> = self.tables[table].iter().map(|(k, v)| (&**k, v.as_deref())).collect();
+        entries.sort_by(|a, b| ALL[table].compare(a.0, b.0));
+        entries
+    }
+}
+
+/// One layer of changes: the newest takes the writer's batches; older ones are frozen, waiting for (or
+/// under) their checkpoint.
+#[derive(Default)]
+pub(crate) struct Layer(RwLock<Changes>);
+
+impl Layer {
+    pub(crate) fn changes(&self) -> RwLockReadGuard<'_, Changes> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Every layer, newest first.
+#[derive(Default)]
+pub(crate) struct Overlay(RwLock<VecDeque<Arc<Layer>>>);
+
+impl Overlay {
+    pub(crate) fn new() -> Overlay {
+        Overlay(RwLock::new(VecDeque::from([Arc::default()])))
+    }
+
+    fn layers(&self) -> RwLockReadGuard<'_, VecDeque<Arc<Layer>>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A consistent view of the store: see the module doc.
+    pub(crate) fn view(&self, db: &Database) -> Result<View, StoreError> {
+        let layers = self.layers();
+        Ok(View { layers: layers.iter().cloned().collect(), read: db.begin_read()?, last_stored: Default::default() })
+    }
+
+    /// Makes a batch's changes visible.
+    pub(crate) fn publish(&self, changes: Changes) {
+        if let Some(newest) = self.layers().front() {
+            newest.0.write().unwrap_or_else(PoisonError::into_inner).absorb(changes);
+        }
+    }
+
+    /// How much the newest layer holds.
+    pub(crate) fn newest_bytes(&self) -> usize {
+        self.layers().front().map_or(0, |layer| layer.changes().bytes())
+    }
+
+    /// Freezes the newest layer (a new empty one takes the writer's batches) and returns it.
+    pub(crate) fn freeze(&self) -> Arc<Layer> {
+        let mut layers = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        layers.push_front(Arc::default());
+        layers[1].clone()
+    }
+
+    /// Drops the oldest layer, once its changes are committed to redb.
+    pub(crate) fn release(&self) {
+        let mut layers = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if layers.len() > 1 {
+            layers.pop_back();
+        }
+    }
+}
+
+/// The store as of its creation (and the changes published since to the newest layer it holds).
+pub(crate) struct View {
+    layers: Vec<Arc<Layer>>,
+    read: ReadTransaction,
+    /// Per table, the greatest key in the redb snapshot, once asked for.
+    last_stored: [OnceCell<Option<Box<[u8]>>>; tables::COUNT],
+}
+
+impl View {
+    pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(
+        &self,
+        definition: TableDefinition<'static, K, V>,
+    ) -> Result<ReadTable<'_, K, V>, StoreError> {
+        self.table(definition, None)
+    }
+
+    /// A table as seen through `staged` (a writer's changes not published yet) first.
+    pub(crate) fn table<'v, K: Key + 'static, V: Value + 'static>(
+        &'v self,
+        definition: TableDefinition<'static, K, V>,
+        staged: Option<&'v RefCell<Changes>>,
+    ) -> Result<ReadTable<'v, K, V>, StoreError> {
+        let id = tables::id(definition.name())?;
+        Ok(ReadTable {
+            layers: &self.layers,
+            staged,
+            id,
+            read: &self.read,
+            definition,
+            redb: OnceCell::new(),
+            last_stored: &self.last_stored[id],
+        })
+    }
+}
+
+/// A stored key or value, from a layer or from redb.
+pub enum Stored<T: Value + 'static> {
+    Bytes(Box<[u8]>, PhantomData<T>),
+    Guard(AccessGuard<'static, T>),
+}
+
+impl<T: Value + 'static> Stored<T> {
+    pub fn value(&self) -> T::SelfType<'_> {
+        match self {
+            Stored::Bytes(bytes, _) => T::from_bytes(bytes),
+            Stored::Guard(guard) => guard.value(),
+        }
+    }
+
+    fn bytes(bytes: &[u8]) -> Stored<T> {
+        Stored::Bytes(bytes.into(), PhantomData)
+    }
+}
+
+/// A table as a [`View`] sees it.
+pub struct ReadTable<'v, K: Key + 'static, V: Value + 'static> {
+    layers: &'v [Arc<Layer>],
+    staged: Option<&'v RefCell<Changes>>,
+    id: usize,
+    read: &'v ReadTransaction,
+    definition: TableDefinition<'static, K, V>,
+    /// Opened on first use: most of a write's reads are answered by the layers.
+    redb: OnceCell<ReadOnlyTable<K, V>>,
+    last_stored: &'v OnceCell<Option<Box<[u8]>>>,
+}
+
+/// A row as the layers have it: `Some(None)` if removed, `None` if they do not have the key.
+type Found = Option<Option<Box<[u8]>>>;
+
+/// A stored row.
+pub type Row<K, V> = (Stored<K>, Stored<V>);
+
+impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    fn redb(&self) -> Result<&ReadOnlyTable<K, V>, StoreError> {
+        if let Some(table) = self.redb.get() {
+            return Ok(table);
+        }
+        let table = self.read.open_table(self.definition)?;
+        Ok(self.redb.get_or_init(|| table))
+    }
+
+    fn in_layers(&self, key: &[u8]) -> Found {
+        if let Some(staged) = self.staged
+            && let Some(found) = staged.borrow().get(self.id, key)
+        {
+            return Some(found.map(Into::into));
+        }
+        self.layers.iter().find_map(|layer| layer.changes().get(self.id, key).map(|found| found.map(Into::into)))
+    }
+
+    pub(crate) fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Stored<V>>, StoreError> {
+        let key = key.borrow();
+        match self.in_layers(K::as_bytes(key).as_ref()) {
+            Some(found) => Ok(found.map(|value| Stored::Bytes(value, PhantomData))),
+            None => Ok(self.redb()?.get(key)?.map(Stored::Guard)),
+        }
+    }
+
+    /// Every row in key order.
+    pub(crate) fn iter(&self) -> Result<Rows<K, V>, StoreError> {
+        // The newest change of each key the layers have, oldest layer first so newer ones overwrite.
+        let mut changed = Entries::default();
+        for layer in self.layers.iter().rev() {
+            changed.extend(layer.changes().tables[self.id].iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        if let Some(staged) = self.staged {
+            changed.extend(staged.borrow().tables[self.id].iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let mut changed: Vec<_> = changed.into_iter().collect();
+        changed.sort_by(|a, b| K::compare(&a.0, &b.0));
+        Ok(Rows {
+            stored: self.redb()?.range::<K::SelfType<'_>>(..)?.peekable(),
+            changed: changed.into_iter().peekable(),
+        })
+    }
+
+    /// The row with the greatest key.
+    pub(crate) fn last(&self) -> Result<Option<Row<K, V>>, StoreError> {
+        let last_stored = match self.last_stored.get() {
+            Some(last) => last.clone(),
+            None => {
+                let last: Option<Box<[u8]>> =
+                    self.redb()?.last()?.map(|(key, _)| K::as_bytes(&key.value()).as_ref().into());
+                self.last_stored.get_or_init(|| last).clone()
+            }
+        };
+        let mut candidate = last_stored;
+        let hints = self.layers.iter().map(|layer| layer.changes().greatest[self.id].clone());
+        let staged = self.staged.map(|staged| staged.borrow().greatest[self.id].clone());
+        for hint in hints.chain(staged).flatten() {
+            if candidate.as_deref().is_none_or(|c| K::compare(&hint, c).is_gt()) {
+                candidate = Some(hint);
+            }
+        }
+        let Some(key) = candidate else { return Ok(None) };
+        match self.in_layers(&key) {
+            Some(Some(value)) => Ok(Some((Stored::bytes(&key), Stored::Bytes(value, PhantomData)))),
+            None => Ok(self.redb()?.get(K::from_bytes(&key))?.map(|value| (Stored::bytes(&key), Stored::Guard(value)))),
+            // The greatest key was removed since: find the last row the slow way.
+            Some(None) => self.iter()?.last().transpose(),
+        }
+    }
+}
+
+/// The rows of a [`ReadTable`]: redb's, with the layers' changes merged in.
+pub struct Rows<K: Key + 'static, V: Value + 'static> {
+    stored: std::iter::Peekable<redb::Range<'static, K, V>>,
+    changed: std::iter::Peekable<std::vec::IntoIter<Change>>,
+}
+
+impl<K: Key + 'static, V: Value + 'static> Iterator for Rows<K, V> {
+    type Item = Result<Row<K, V>, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.changed.peek(), self.stored.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), Some(Err(_))) => Ordering::Greater,
+                (Some((changed, _)), Some(Ok((stored, _)))) => {
+                    K::compare(changed, K::as_bytes(&stored.value()).as_ref())
+                }
+            };
+            if order.is_ge() {
+                let row = self.stored.next()?;
+                if order.is_gt() {
+                    return Some(row.map(|(k, v)| (Stored::Guard(k), Stored::Guard(v))).map_err(Into::into));
+                }
+            }
+            let (key, value) = self.changed.next()?;
+            if let Some(value) = value {
+                return Some(Ok((Stored::Bytes(key, PhantomData), Stored::Bytes(value, PhantomData))));
+            }
+        }
+    }
+}
