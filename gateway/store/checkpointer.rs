@@ -12,6 +12,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Changes applied between two yields of the CPU.
+const CHUNK: usize = 128;
 /// How long a failed checkpoint waits before it is tried again (the log keeps every write meanwhile).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -106,7 +108,11 @@ pub(super) fn commit(db: &Database, changes: &Changes, seq: u64, closing: bool) 
     let mut tx = db.begin_write()?;
     tx.set_quick_repair(closing);
     for (id, table) in ALL.iter().enumerate() {
-        table.apply(&tx, &changes.sorted(id))?;
+        for chunk in changes.sorted(id).chunks(CHUNK) {
+            table.apply(&tx, chunk)?;
+            // The threads answering requests share this core: let them in between.
+            std::thread::yield_now();
+        }
     }
     tx.open_table(META)?.insert(CHECKPOINT, seq)?;
     tx.commit()?;
