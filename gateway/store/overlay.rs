@@ -108,7 +108,6 @@ impl Layer {
 }
 
 /// Every layer, newest first.
-#[derive(Default)]
 pub(crate) struct Overlay(RwLock<VecDeque<Arc<Layer>>>);
 
 impl Overlay {
@@ -148,9 +147,9 @@ impl Overlay {
     /// Drops the oldest layer, once its changes are committed to redb.
     pub(crate) fn release(&self) {
         let mut layers = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if layers.len() > 1 {
-            layers.pop_back();
-        }
+        let released = if layers.len() > 1 { layers.pop_back() } else { None };
+        drop(layers);
+        drop(released); // freed outside the lock: it may hold thousands of changes
     }
 }
 
