@@ -58,7 +58,6 @@ store_error_from!(
     redb::TableError,
     redb::StorageError,
     redb::CommitError,
-    redb::SetDurabilityError,
     serde_json::Error
 );
 
