@@ -7,7 +7,6 @@ use super::StoreError;
 use super::overlay::{Changes, Layer, Overlay};
 use super::tables::{ALL, CHECKPOINT, META};
 use redb::Database;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,11 +16,11 @@ const CHUNK: usize = 128;
 /// How long a failed checkpoint waits before it is tried again (the log keeps every write meanwhile).
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The writer's handle. Dropping it waits for the checkpoint under way.
+/// The writer's handle. Dropping it waits for the checkpoint under way. A checkpoint is under way while
+/// the overlay holds a frozen layer ([`Overlay::checkpointing`]).
 pub(super) struct Checkpointer {
     requests: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
-    busy: Arc<AtomicBool>,
 }
 
 struct Request {
@@ -35,25 +34,15 @@ struct Request {
 impl Checkpointer {
     pub(super) fn start(db: Arc<Database>, overlay: Arc<Overlay>) -> Result<Checkpointer, StoreError> {
         let (requests, queue) = mpsc::channel::<Request>();
-        let busy = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let busy = busy.clone();
-            std::thread::Builder::new()
-                .name("store-checkpoint".into())
-                .spawn(move || run(&db, &overlay, &queue, &busy))
-                .map_err(|e| StoreError::new(format!("cannot start the store checkpointer: {e}")))?
-        };
-        Ok(Checkpointer { requests: Some(requests), thread: Some(thread), busy })
-    }
-
-    /// Whether the last checkpoint asked for is durable.
-    pub(super) fn idle(&self) -> bool {
-        !self.busy.load(Ordering::Acquire)
+        let thread = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || run(&db, &overlay, &queue))
+            .map_err(|e| StoreError::new(format!("cannot start the store checkpointer: {e}")))?;
+        Ok(Checkpointer { requests: Some(requests), thread: Some(thread) })
     }
 
     /// Starts committing `layer`, frozen after log record `seq`.
     pub(super) fn start_one(&self, layer: Arc<Layer>, seq: u64) {
-        self.busy.store(true, Ordering::Release);
         self.send(Request { layer, seq, closing: None });
     }
 
@@ -83,22 +72,25 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, busy: &AtomicBool) {
+/// Commits each layer asked for, retrying a failed one (the last one, on close, is tried once), and drops
+/// it from the overlay once committed.
+fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>) {
     for Request { layer, seq, closing } in queue {
-        if let Some(reply) = closing {
-            let outcome = commit(db, &layer.changes(), seq, true);
-            if outcome.is_ok() {
-                overlay.release();
+        let outcome = loop {
+            match commit(db, &layer.changes(), seq, closing.is_some()) {
+                Err(e) if closing.is_none() => {
+                    tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
+                    std::thread::sleep(RETRY_AFTER);
+                }
+                outcome => break outcome,
             }
+        };
+        if outcome.is_ok() {
+            overlay.release();
+        }
+        if let Some(reply) = closing {
             let _ = reply.send(outcome);
-            continue;
         }
-        while let Err(e) = commit(db, &layer.changes(), seq, false) {
-            tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
-            std::thread::sleep(RETRY_AFTER);
-        }
-        overlay.release();
-        busy.store(false, Ordering::Release);
     }
 }
 

@@ -34,8 +34,6 @@ pub(crate) struct Changes {
     tables: [Entries; tables::COUNT],
     /// Per table, the greatest key given a value (a hint for [`ReadTable::last`]).
     greatest: [Option<Box<[u8]>>; tables::COUNT],
-    /// Roughly how much memory the changes hold.
-    bytes: usize,
 }
 
 /// What a key was in a [`Changes`] before a change: absent, or the recorded change.
@@ -49,7 +47,6 @@ impl Changes {
 
     /// Records a change; returns what was recorded for the key before (for [`Changes::restore`]).
     pub(crate) fn put(&mut self, table: usize, key: &[u8], value: Option<&[u8]>) -> Previous {
-        self.bytes += key.len() + value.map_or(0, <[u8]>::len) + 48;
         if value.is_some() && self.greatest[table].as_deref().is_none_or(|g| ALL[table].compare(key, g).is_gt()) {
             self.greatest[table] = Some(key.into());
         }
@@ -77,15 +74,10 @@ impl Changes {
                 }
             }
         }
-        self.bytes += newer.bytes;
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.tables.iter().all(Entries::is_empty)
-    }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
     }
 
     /// One table's changes in its key order.
@@ -132,9 +124,9 @@ impl Overlay {
         }
     }
 
-    /// How much the newest layer holds.
-    pub(crate) fn newest_bytes(&self) -> usize {
-        self.layers().front().map_or(0, |layer| layer.changes().bytes())
+    /// Whether a frozen layer is still waiting for (or under) its checkpoint.
+    pub(crate) fn checkpointing(&self) -> bool {
+        self.layers().len() > 1
     }
 
     /// Freezes the newest layer (a new empty one takes the writer's batches) and returns it.
@@ -202,8 +194,8 @@ impl<T: Value + 'static> Stored<T> {
         }
     }
 
-    fn bytes(bytes: &[u8]) -> Stored<T> {
-        Stored::Bytes(bytes.into(), PhantomData)
+    fn owned(bytes: Box<[u8]>) -> Stored<T> {
+        Stored::Bytes(bytes, PhantomData)
     }
 }
 
@@ -250,7 +242,7 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
     pub(crate) fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Stored<V>>, StoreError> {
         let key = key.borrow();
         match self.in_layers(K::as_bytes(key).as_ref()) {
-            Some(found) => Ok(found.map(|value| Stored::Bytes(value, PhantomData))),
+            Some(found) => Ok(found.map(Stored::owned)),
             None => Ok(self.redb()?.get(key)?.map(Stored::Guard)),
         }
     }
@@ -293,8 +285,11 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
         }
         let Some(key) = candidate else { return Ok(None) };
         match self.in_layers(&key) {
-            Some(Some(value)) => Ok(Some((Stored::bytes(&key), Stored::Bytes(value, PhantomData)))),
-            None => Ok(self.redb()?.get(K::from_bytes(&key))?.map(|value| (Stored::bytes(&key), Stored::Guard(value)))),
+            Some(Some(value)) => Ok(Some((Stored::owned(key), Stored::owned(value)))),
+            None => Ok(self
+                .redb()?
+                .get(K::from_bytes(&key))?
+                .map(|value| (Stored::owned(key.clone()), Stored::Guard(value)))),
             // The greatest key was removed since: find the last row the slow way.
             Some(None) => self.iter()?.last().transpose(),
         }
@@ -329,7 +324,7 @@ impl<K: Key + 'static, V: Value + 'static> Iterator for Rows<K, V> {
             }
             let (key, value) = self.changed.next()?;
             if let Some(value) = value {
-                return Some(Ok((Stored::Bytes(key, PhantomData), Stored::Bytes(value, PhantomData))));
+                return Some(Ok((Stored::owned(key), Stored::owned(value))));
             }
         }
     }

@@ -135,10 +135,10 @@ impl Wal {
     }
 
     /// Goes on at the other file's start, once a checkpoint of every record so far is under way and the
-    /// checkpoint before it is durable (the other file's records are all in that one); returns the file left, whose
-    /// last records may still need an fsync. The old bytes stay until overwritten (so the file keeps its
-    /// size and an fsync needs no metadata update); a chain never reads past the first record that does
-    /// not carry the next sequence number.
+    /// checkpoint before it is durable (the other file's records are all in that one); returns the file
+    /// left, whose last records may still need an fsync. The old bytes stay until overwritten (so the file
+    /// keeps its size and an fsync needs no metadata update); a chain never reads past the first record
+    /// that does not carry the next sequence number.
     pub(crate) fn switch(&mut self) -> usize {
         let left = self.current;
         (self.current, self.offset) = (1 - left, 0);

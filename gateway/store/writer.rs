@@ -41,7 +41,8 @@ const MAX_BATCH: usize = 1024;
 /// How long deferred writes may stay published but out of the log, waiting for a batch to be logged with.
 /// A reader that shows what it read waits for them to be logged and fsynced ([`Writer::caught_up`]).
 const DEFER_AT_MOST: Duration = Duration::from_millis(2);
-/// A checkpoint is due once the log or the overlay's newest layer holds this much...
+/// A checkpoint is due once the log holds this much since the last one (the overlay's newest layer holds
+/// at most those changes)...
 const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// ...or this long after the last one. Each is one durable redb commit of every key changed since (a key
 /// changed many times is written once), and bounds the overlay's memory and the log a restart after a
@@ -405,34 +406,31 @@ impl Writing<'_> {
         self.view = Some(view);
         let durable = done.iter().any(|job| job.commit() == Commit::Durable);
         let must_log = durable || done.iter().any(|job| job.closes());
-        if staged.is_empty() {
-            if must_log {
-                self.log_unlogged()?;
+        if !staged.is_empty() {
+            if self.unlogged.is_empty() {
+                self.unlogged_since = Instant::now();
             }
-            return Ok(done);
+            self.unlogged.extend_from_slice(&log);
+            if !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
+                self.progress.open.store(true, Ordering::Release);
+                self.overlay.publish(staged);
+                return Ok(done);
+            }
         }
-        if self.unlogged.is_empty() {
-            self.unlogged_since = Instant::now();
+        if must_log || !staged.is_empty() {
+            if durable && !self.unlogged.is_empty() {
+                self.progress.syncing.store(self.wal.last_seq() + 1, Ordering::Release);
+            }
+            self.log_unlogged()?;
         }
-        self.unlogged.extend_from_slice(&log);
-        if !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
-            self.progress.open.store(true, Ordering::Release);
+        if !staged.is_empty() {
             self.overlay.publish(staged);
-            return Ok(done);
         }
-        let seq = self.wal.last_seq() + 1;
-        if durable {
-            self.progress.syncing.store(seq, Ordering::Release);
-        }
-        self.wal.append(&self.unlogged)?;
-        self.unlogged.clear();
-        self.progress.visible.store(seq, Ordering::Release);
-        self.overlay.publish(staged);
-        self.progress.open.store(false, Ordering::Release);
         Ok(done)
     }
 
-    /// Logs the deferred writes left unlogged, if any (no fsync: the next durable write's covers them).
+    /// Logs the writes left unlogged, if any, as one record (no fsync: the durable write that asked, or the
+    /// next one, covers them).
     fn log_unlogged(&mut self) -> Result<(), StoreError> {
         if self.unlogged.is_empty() {
             return Ok(());
@@ -448,9 +446,8 @@ impl Writing<'_> {
     /// a checkpoint is due and the last one is durable: the other file's records are all in that one.
     fn checkpoint_if_due(&mut self) {
         let due = self.wal.len() >= CHECKPOINT_BYTES
-            || self.overlay.newest_bytes() >= CHECKPOINT_BYTES as usize
             || (self.wal.len() > 0 && self.last_checkpoint.elapsed() >= self.checkpoint_every);
-        if !due || !self.checkpointer.idle() {
+        if !due || self.overlay.checkpointing() {
             return;
         }
         if let Err(e) = self.log_unlogged() {
