@@ -47,9 +47,10 @@ lane_path() {
   esac
 }
 
-# lane_connections LANE: as bench/run.sh; durable submissions share commits, so the async lane has more.
+# lane_connections LANE: as bench/run.sh's saturating runs; writes that wait for an fsync share it, so the
+# lanes that write (sync settles, async submits) need more requests in flight to saturate the gateway.
 lane_connections() {
-  if [ "$1" = async ]; then echo 64; else echo 16; fi
+  if [ "$1" = read ]; then echo 16; else echo 64; fi
 }
 
 # wait_finished PORT KEY TASK_ID: waits (up to 30 s) until the task is terminal; the poller first asks
