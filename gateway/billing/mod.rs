@@ -85,9 +85,10 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
     };
     billing.settlement = Some(settlement);
     task.billing = Some(billing);
+    let now = crate::tasks::now_ms();
     let record = json!({
-        "at": chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string(),
-        "at_ms": chrono::Utc::now().timestamp_millis(),
+        "at": crate::tasks::local_time(now),
+        "at_ms": now,
         "account": task.account,
         "key_prefix": task.key_prefix,
         "model": task.model,

@@ -55,8 +55,7 @@ pub fn results(output: &Value, media: Media) -> Vec<TaskResult> {
         found.extend(content.into_iter().flatten().map(|item| item.get("image").or_else(|| item.get("image_url"))));
     }
     let urls = found.into_iter().flatten().filter_map(Value::as_str);
-    let expires_at =
-        (chrono::Local::now() + chrono::Duration::hours(RESULT_TTL_HOURS)).format("%Y-%m-%d %H:%M:%S").to_string();
+    let expires_at = super::local_time(super::now_ms() + RESULT_TTL_HOURS * 3_600_000);
     urls.into_iter()
         .map(|url| TaskResult {
             url: url.to_string(),
