@@ -219,32 +219,30 @@ async fn run_sync(
             return Err(error.into());
         }
     };
-    let output = answer.get("output").cloned().unwrap_or(Value::Null);
-    let found = results::results(&output, admitted.model.media);
+    let found = results::results(answer.get("output").unwrap_or(&Value::Null), admitted.model.media);
     let usage = answer.get("usage").cloned();
-    let (stored_results, stored_usage) = (found.clone(), usage.clone());
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
-        t.results = stored_results;
-        t.usage = stored_usage;
+        t.results = found;
+        t.usage = usage;
     })
     .await?
     .ok_or_else(|| ApiError::internal("the synchronous task was not recorded"))?;
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
     let projected = finished.billing.as_ref().and_then(|billing| {
         let list_price = billing.settlement.as_ref()?.list_price;
-        equivalent::tokens(admitted.model, list_price, billing.baseline, usage.as_ref())
+        equivalent::tokens(admitted.model, list_price, billing.baseline, finished.usage.as_ref())
     });
     let body = match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
-            let mut usage = usage.unwrap_or_else(|| json!({}));
+            let mut usage = finished.usage.unwrap_or_else(|| json!({}));
             if let (Some(tokens), Some(fields)) = (projected, usage.as_object_mut()) {
                 fields.insert("output_tokens".into(), tokens.into());
                 fields.insert("usage_basis".into(), "price_equivalent".into());
             }
             json!({
                 "created": chrono::Utc::now().timestamp(),
-                "data": found.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
+                "data": finished.results.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
                 "usage": usage,
             })
         }
