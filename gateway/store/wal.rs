@@ -29,7 +29,8 @@ const HEADER: usize = 16;
 /// journal, and on ext4 (ordered mode) that first writes out every other file's newly allocated dirty
 /// pages: here, a checkpoint's pages in redb's file, which made such log fsyncs take 2-5 ms instead of
 /// 0.2. A file written within its size and allocated blocks needs no journal commit. A log file outgrows
-/// this only if 100 ms of writes do (see `CHECKPOINT_INTERVAL`): about 0.3 MiB at 1k sync req/s.
+/// this only if the writes of a checkpoint interval (see `CHECKPOINT_INTERVAL`), or of a checkpoint commit
+/// that takes longer, do: about 1,400 synchronous requests' records (~3 KiB each).
 const PREALLOCATED: usize = 4 << 20;
 /// The log's two files, in the data dir.
 pub(crate) const FILES: [&str; 2] = ["mediagate.wal.0", "mediagate.wal.1"];
