@@ -186,6 +186,7 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError>
 mod tests {
     use super::ledger::{EntryKind, Posting, Pot};
     use super::*;
+    use std::future::IntoFuture;
 
     /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
     fn crash_image(live: &Path, files: &[&str]) -> tempfile::TempDir {
@@ -266,6 +267,33 @@ mod tests {
         store.close().unwrap();
         let image = crash_image(dir.path(), &["mediagate.redb"]);
         assert!(Store::open(image.path()).unwrap().account("acme").unwrap().is_some());
+    }
+
+    #[test]
+    fn deferred_writes_a_checkpoint_leaves_unlogged_are_logged_after_it() {
+        let live = tempfile::tempdir().unwrap();
+        let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for i in 0..30 {
+            let deferred = format!("deferred-{i}");
+            runtime
+                .block_on(
+                    store
+                        .queue(Commit::Deferred, move |tx| {
+                            tx.open_table(MODEL_SWITCHES)?.insert(deferred.as_str(), false)
+                        })
+                        .into_future(),
+                )
+                .unwrap();
+            // A checkpoint is due meanwhile: it freezes the deferred write without logging it.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            store.set_model_switch(&format!("durable-{i}"), true).unwrap();
+        }
+        let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
+        for _ in 0..2 {
+            let switches = Store::open(image.path()).unwrap().model_switches().unwrap();
+            assert_eq!(switches.len(), 60, "every write the durable ones followed is back");
+        }
     }
 
     #[test]

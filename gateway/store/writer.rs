@@ -451,16 +451,18 @@ impl Writing<'_> {
         if !due || self.overlay.checkpointing() {
             return;
         }
-        if let Err(e) = self.log_unlogged() {
-            return stop(&e);
-        }
+        // Deferred writes not logged yet stay unlogged, for the next record, in the other file: the layer
+        // frozen holds them too, so the checkpoint also commits them, and replaying them after it changes
+        // nothing. The left file then usually ends in a durable write's record, whose fsync is coming.
         self.view = None; // it holds the layer frozen, not the one that takes the writes from now on
         self.checkpointer.start_one(self.overlay.freeze(), self.wal.last_seq());
         self.last_checkpoint = Instant::now();
         let left = self.wal.switch();
-        // Its last records may be deferred writes no fsync was asked for yet; later records are durable
-        // only once they are.
-        self.syncer.sync(left, self.wal.last_seq(), Vec::new());
+        // Otherwise its last record is of deferred writes no fsync was asked for yet; later records are
+        // durable only once it is.
+        if self.progress.syncing.load(Ordering::Acquire) < self.wal.last_seq() {
+            self.syncer.sync(left, self.wal.last_seq(), Vec::new());
+        }
     }
 
     /// The store's last checkpoint: every write so far committed to redb, durably.
