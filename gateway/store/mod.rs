@@ -285,7 +285,8 @@ mod tests {
                         .into_future(),
                 )
                 .unwrap();
-            // A checkpoint is due meanwhile: it freezes the deferred write without logging it.
+            // The checkpoint due after the deferred write's batch froze it unlogged; the durable write logs
+            // it, in the other file (and a checkpoint is due again by then).
             std::thread::sleep(std::time::Duration::from_millis(2));
             store.set_model_switch(&format!("durable-{i}"), true).unwrap();
         }
