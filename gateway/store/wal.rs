@@ -1,15 +1,14 @@
 //! The write-ahead log: how a write becomes durable without redb flushing its B-tree pages.
 //!
-//! Every batch the writer commits to redb (non-durably: applied and visible, still in memory) is appended
-//! here as one record of the key/value changes it made; an fsync of the file holding it is what makes a
-//! batch durable. Every so often the writer checkpoints: one durable redb commit that also stores the last
-//! record's sequence number, after which the log goes on in its other file, from that file's start. On
-//! open, the records after the checkpoint are replayed.
+//! Every batch the writer publishes to the overlay is appended here as one record of the key/value changes
+//! it made; an fsync of the file holding it is what makes a batch durable. Every so often a checkpoint
+//! commits the overlay's frozen layer to redb, durably, with the last record's sequence number, and the
+//! log goes on in its other file, from that file's start. On open, the records after the checkpoint are
+//! replayed.
 //!
-//! Two files, because a checkpoint's fsync finishes in the background (`data_file`): until it has, the
-//! records it holds must stay, so the log moves to the other file instead of starting over in this one.
-//! The other file's records are in the checkpoint before, whose fsync finished before this checkpoint's
-//! commit wrote anything. So the records after a durable checkpoint are always the chain that starts at
+//! Two files, because a checkpoint is committed in the background (`checkpointer`): until it is durable,
+//! the records it holds must stay, so the log moves to the other file instead of starting over in this
+//! one. The other file's records are in the checkpoint before, which was durable before this one started. So the records after a durable checkpoint are always the chain that starts at
 //! the start of one file and, if it ends there, goes on at the start of the other.
 //!
 //! A record is `len: u32, crc32(seq ++ changes): u32, seq: u64, changes`, little-endian. A file's chain
