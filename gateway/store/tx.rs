@@ -4,8 +4,8 @@
 //! compile. The writer publishes what a batch staged to the overlay once the batch is logged.
 
 use super::overlay::{Changes, Previous, ReadTable, View};
-use super::{StoreError, wal};
-use redb::{Key, TableDefinition, TableHandle, Value};
+use super::{StoreError, tables, wal};
+use redb::{Key, TableDefinition, Value};
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::ops::Deref;
@@ -37,7 +37,7 @@ impl<'v> Tx<'v> {
         &self,
         definition: TableDefinition<'static, K, V>,
     ) -> Result<Table<'_, K, V>, StoreError> {
-        Ok(Table { read: self.view.table(definition, Some(&self.staged))?, definition, tx: self })
+        Ok(Table { read: self.view.table(definition, Some(&self.staged))?, tx: self })
     }
 
     pub(crate) fn mark(&self) -> Mark {
@@ -58,8 +58,8 @@ impl<'v> Tx<'v> {
         (self.staged.into_inner(), self.log.into_inner())
     }
 
-    fn change(&self, table: usize, name: &str, key: &[u8], value: Option<&[u8]>) {
-        wal::encode_change(&mut self.log.borrow_mut(), name, key, value);
+    fn change(&self, table: usize, key: &[u8], value: Option<&[u8]>) {
+        wal::encode_change(&mut self.log.borrow_mut(), tables::ALL[table].name(), key, value);
         let previous = self.staged.borrow_mut().put(table, key, value);
         self.undo.borrow_mut().push((table, key.into(), previous));
     }
@@ -67,7 +67,6 @@ impl<'v> Tx<'v> {
 
 pub struct Table<'t, K: Key + 'static, V: Value + 'static> {
     read: ReadTable<'t, K, V>,
-    definition: TableDefinition<'static, K, V>,
     tx: &'t Tx<'t>,
 }
 
@@ -78,13 +77,13 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<(), StoreError> {
         let (key, value) = (K::as_bytes(key.borrow()), V::as_bytes(value.borrow()));
-        self.tx.change(self.read.id(), self.definition.name(), key.as_ref(), Some(value.as_ref()));
+        self.tx.change(self.read.id(), key.as_ref(), Some(value.as_ref()));
         Ok(())
     }
 
     pub(crate) fn remove<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<(), StoreError> {
         let key = K::as_bytes(key.borrow());
-        self.tx.change(self.read.id(), self.definition.name(), key.as_ref(), None);
+        self.tx.change(self.read.id(), key.as_ref(), None);
         Ok(())
     }
 }
