@@ -13,8 +13,8 @@ use std::ops::Deref;
 pub struct Tx<'v> {
     view: &'v View,
     staged: RefCell<Changes>,
-    /// The log record's changes so far.
-    log: RefCell<Vec<u8>>,
+    /// The log record the changes are added to.
+    log: RefCell<wal::Record>,
     /// What each change replaced in `staged`, to undo a write that fails.
     undo: RefCell<Vec<Undo>>,
 }
@@ -29,8 +29,9 @@ pub(crate) struct Mark {
 }
 
 impl<'v> Tx<'v> {
-    pub(crate) fn new(view: &'v View) -> Tx<'v> {
-        Tx { view, staged: RefCell::default(), log: RefCell::default(), undo: RefCell::default() }
+    /// A transaction over `view` that adds its changes to `log` (after what it holds already).
+    pub(crate) fn new(view: &'v View, log: wal::Record) -> Tx<'v> {
+        Tx { view, staged: RefCell::default(), log: RefCell::new(log), undo: RefCell::default() }
     }
 
     pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(
@@ -53,13 +54,13 @@ impl<'v> Tx<'v> {
         }
     }
 
-    /// The staged changes and their log record.
-    pub(crate) fn finish(self) -> (Changes, Vec<u8>) {
+    /// The staged changes, and the log record with them added.
+    pub(crate) fn finish(self) -> (Changes, wal::Record) {
         (self.staged.into_inner(), self.log.into_inner())
     }
 
     fn change(&self, table: usize, key: &[u8], value: Option<&[u8]>) {
-        wal::encode_change(&mut self.log.borrow_mut(), tables::ALL[table].name(), key, value);
+        self.log.borrow_mut().push(tables::ALL[table].name(), key, value);
         let previous = self.staged.borrow_mut().put(table, key, value);
         self.undo.borrow_mut().push((table, key.into(), previous));
     }

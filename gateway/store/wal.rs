@@ -43,7 +43,6 @@ pub(crate) struct Wal {
     current: usize,
     offset: u64,
     next_seq: u64,
-    record: Vec<u8>,
 }
 
 impl Wal {
@@ -78,7 +77,6 @@ impl Wal {
             current: 0,
             offset: 0,
             next_seq: checkpoint + 1 + records.len() as u64,
-            record: Vec::new(),
         };
         Ok((wal, records.into_iter().map(<[u8]>::to_vec).collect()))
     }
@@ -116,21 +114,21 @@ impl Wal {
         Ok([self.files[0].try_clone().map_err(failed)?, self.files[1].try_clone().map_err(failed)?])
     }
 
-    /// Writes one record (not yet fsynced).
-    pub(crate) fn append(&mut self, changes: &[u8]) -> Result<(), StoreError> {
+    /// Writes `record` (not yet fsynced) and empties it for the next.
+    pub(crate) fn append(&mut self, record: &mut Record) -> Result<(), StoreError> {
         let seq = self.next_seq;
         self.empty[self.current] = false;
-        self.record.clear();
-        self.record.extend_from_slice(&u32::try_from(changes.len() + 8).map_err(too_large)?.to_le_bytes());
+        let (header, changes) = record.0.split_at_mut(HEADER);
         let mut crc = crc32fast::Hasher::new();
         crc.update(&seq.to_le_bytes());
         crc.update(changes);
-        self.record.extend_from_slice(&crc.finalize().to_le_bytes());
-        self.record.extend_from_slice(&seq.to_le_bytes());
-        self.record.extend_from_slice(changes);
-        self.files[self.current].write_all_at(&self.record, self.offset).map_err(failed)?;
-        self.offset += self.record.len() as u64;
+        header[..4].copy_from_slice(&u32::try_from(changes.len() + 8).map_err(too_large)?.to_le_bytes());
+        header[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
+        header[8..].copy_from_slice(&seq.to_le_bytes());
+        self.files[self.current].write_all_at(&record.0, self.offset).map_err(failed)?;
+        self.offset += record.0.len() as u64;
         self.next_seq += 1;
+        record.0.truncate(HEADER);
         Ok(())
     }
 
@@ -180,19 +178,54 @@ fn too_large(_: std::num::TryFromIntError) -> StoreError {
     StoreError::new("write-ahead log: a batch over 4 GiB")
 }
 
-/// Appends `change` to a record's changes: `op: u8 (0 put, 1 remove), table: u8 len + name,
-/// key: u32 len + bytes, value (put only): u32 len + bytes`.
-pub(crate) fn encode_change(out: &mut Vec<u8>, table: &str, key: &[u8], value: Option<&[u8]>) {
-    out.push(u8::from(value.is_none()));
-    out.push(table.len() as u8);
-    out.extend_from_slice(table.as_bytes());
-    for bytes in std::iter::once(key).chain(value) {
-        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        out.extend_from_slice(bytes);
+/// A record being put together: room for the header [`Wal::append`] fills in, then its changes. The
+/// writer keeps one from record to record, so the changes are written straight into a buffer that is
+/// already large enough, and the file gets them without another copy.
+pub(crate) struct Record(Vec<u8>);
+
+impl Default for Record {
+    fn default() -> Record {
+        Record(vec![0; HEADER])
     }
 }
 
-/// One change of a record, as [`encode_change`] wrote it.
+impl Record {
+    /// No change yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.len() == HEADER
+    }
+
+    /// Where the next change goes, to [`Record::truncate`] back to.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Drops the changes from `len` on.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.0.truncate(len.max(HEADER));
+    }
+
+    /// Appends a change: `op: u8 (0 put, 1 remove), table: u8 len + name, key: u32 len + bytes, value (put
+    /// only): u32 len + bytes`.
+    pub(crate) fn push(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) {
+        let out = &mut self.0;
+        out.push(u8::from(value.is_none()));
+        out.push(table.len() as u8);
+        out.extend_from_slice(table.as_bytes());
+        for bytes in std::iter::once(key).chain(value) {
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+    }
+
+    /// The changes, as [`decode_changes`] reads them.
+    #[cfg(test)]
+    fn changes(&self) -> &[u8] {
+        &self.0[HEADER..]
+    }
+}
+
+/// One change of a record, as [`Record::push`] wrote it.
 pub(crate) struct Change<'a> {
     pub table: &'a str,
     pub key: &'a [u8],
@@ -239,11 +272,11 @@ fn malformed() -> StoreError {
 mod tests {
     use super::*;
 
-    fn changes(key: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_change(&mut out, "tasks", key.as_bytes(), Some(b"{}"));
-        encode_change(&mut out, "in_flight", key.as_bytes(), None);
-        out
+    fn changes(key: &str) -> Record {
+        let mut record = Record::default();
+        record.push("tasks", key.as_bytes(), Some(b"{}"));
+        record.push("in_flight", key.as_bytes(), None);
+        record
     }
 
     fn keys(records: &[Vec<u8>]) -> Vec<String> {
@@ -253,8 +286,9 @@ mod tests {
 
     #[test]
     fn changes_round_trip() {
-        let bytes = changes("t1");
-        let decoded = decode_changes(&bytes).unwrap();
+        let record = changes("t1");
+        let bytes = record.changes();
+        let decoded = decode_changes(bytes).unwrap();
         assert_eq!((decoded[0].table, decoded[0].key, decoded[0].value), ("tasks", &b"t1"[..], Some(&b"{}"[..])));
         assert_eq!((decoded[1].table, decoded[1].key, decoded[1].value), ("in_flight", &b"t1"[..], None));
         assert!(decode_changes(&bytes[..bytes.len() - 1]).is_err());
@@ -267,19 +301,19 @@ mod tests {
         assert!(replay.is_empty());
         wal.start_over().unwrap();
         for key in ["a", "b", "c"] {
-            wal.append(&changes(key)).unwrap();
+            wal.append(&mut changes(key)).unwrap();
         }
         assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c"]);
         // Checkpointed at 3, the log goes on in the other file: a checkpoint at 3 replays only what
         // follows, one still at 0 (its fsync did not finish) the first file and then the second.
         assert_eq!(wal.switch(), 0);
-        wal.append(&changes("d")).unwrap();
+        wal.append(&mut changes("d")).unwrap();
         assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d"]);
         assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c", "d"]);
         // Checkpointed at 4, back in the first file over its first record: the old ones after it are of an
         // earlier cycle and never replayed, nor is the second file, whose chain starts before the checkpoint.
         assert_eq!(wal.switch(), 1);
-        wal.append(&changes("e")).unwrap();
+        wal.append(&mut changes("e")).unwrap();
         assert_eq!(keys(&Wal::open(dir.path(), 4).unwrap().1), ["e"]);
         assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d", "e"]);
         assert!(Wal::open(dir.path(), 5).unwrap().1.is_empty());
@@ -287,7 +321,7 @@ mod tests {
         // A torn or corrupt record ends the replay.
         let path = dir.path().join(FILES[0]);
         let mut bytes = std::fs::read(&path).unwrap();
-        let record = HEADER + changes("e").len();
+        let record = changes("e").len();
         std::fs::write(&path, &bytes[..record - 1]).unwrap();
         assert!(Wal::open(dir.path(), 4).unwrap().1.is_empty());
         bytes[HEADER] ^= 1;
@@ -299,7 +333,7 @@ mod tests {
     fn the_next_record_follows_the_replayed_ones_and_starting_over_empties_the_files() {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, _) = Wal::open(dir.path(), 7).unwrap();
-        wal.append(&changes("a")).unwrap();
+        wal.append(&mut changes("a")).unwrap();
         let (mut wal, replay) = Wal::open(dir.path(), 7).unwrap();
         assert_eq!((replay.len(), wal.last_seq()), (1, 8));
         wal.start_over().unwrap();

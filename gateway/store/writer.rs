@@ -26,7 +26,7 @@ use super::checkpointer::Checkpointer;
 use super::overlay::{Overlay, View};
 use super::syncer::Syncer;
 use super::tx::Tx;
-use super::wal::Wal;
+use super::wal::{Record, Wal};
 use redb::Database;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -219,7 +219,7 @@ impl Writer {
                         checkpoint_every,
                         view: None,
                         last_checkpoint: Instant::now(),
-                        unlogged: Vec::new(),
+                        unlogged: Record::default(),
                         unlogged_since: Instant::now(),
                     };
                     run(writing, &jobs);
@@ -296,8 +296,9 @@ struct Writing<'a> {
     /// The writes' view of the store: kept from batch to batch (its newest layer is the one they are
     /// published to) until a freeze.
     view: Option<View>,
-    /// Deferred writes published but not logged yet (see [`DEFER_AT_MOST`]), and since when.
-    unlogged: Vec<u8>,
+    /// Deferred writes published but not logged yet (see [`DEFER_AT_MOST`]), and since when; the next
+    /// batch's changes are added to the same record.
+    unlogged: Record,
     unlogged_since: Instant,
 }
 
@@ -391,7 +392,8 @@ impl Writing<'_> {
                 }
             },
         };
-        let tx = Tx::new(&view);
+        let was_unlogged = !self.unlogged.is_empty();
+        let tx = Tx::new(&view, std::mem::take(&mut self.unlogged));
         let mut done = Vec::with_capacity(batch.len());
         for mut job in batch {
             let mark = tx.mark();
@@ -403,15 +405,15 @@ impl Writing<'_> {
                 }
             }
         }
-        let (staged, log) = tx.finish();
+        let staged;
+        (staged, self.unlogged) = tx.finish();
         self.view = Some(view);
         let durable = done.iter().any(|job| job.commit() == Commit::Durable);
         let must_log = durable || done.iter().any(|job| job.closes());
         if !staged.is_empty() {
-            if self.unlogged.is_empty() {
+            if !was_unlogged {
                 self.unlogged_since = Instant::now();
             }
-            self.unlogged.extend_from_slice(&log);
             if !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
                 self.progress.open.store(true, Ordering::Release);
                 self.overlay.publish(staged);
@@ -436,8 +438,7 @@ impl Writing<'_> {
         if self.unlogged.is_empty() {
             return Ok(());
         }
-        self.wal.append(&self.unlogged)?;
-        self.unlogged.clear();
+        self.wal.append(&mut self.unlogged)?;
         self.progress.visible.store(self.wal.last_seq(), Ordering::Release);
         self.progress.open.store(false, Ordering::Release);
         Ok(())
