@@ -24,8 +24,27 @@ pub fn now_ms() -> i64 {
 
 /// `YYYY-MM-DD HH:MM:SS` in the gateway's local time zone: how task times are shown.
 pub fn local_time(ms: i64) -> String {
+    thread_local! {
+        /// The last seconds formatted on this thread: a request shows the same few seconds several times
+        /// (created, finished, the usage record; its results' expiry a day later), and the zone lookup and
+        /// the formatting cost a microsecond.
+        static RECENT: std::cell::RefCell<[(i64, String); 2]> = std::cell::RefCell::default();
+    }
+    let second = ms.div_euclid(1000);
+    RECENT.with_borrow_mut(|recent| {
+        if let Some((_, shown)) = recent.iter().find(|(s, shown)| *s == second && !shown.is_empty()) {
+            return shown.clone();
+        }
+        let shown = format_local(ms);
+        recent.rotate_right(1);
+        recent[0] = (second, shown.clone());
+        shown
+    })
+}
+
+fn format_local(ms: i64) -> String {
     use chrono::{Datelike, Timelike};
-    // Formatted field by field: chrono's `format` parses its pattern on every call, on every task read.
+    // Formatted field by field: chrono's `format` parses its pattern on every call.
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.with_timezone(&chrono::Local))
         .map(|t| {
@@ -271,7 +290,8 @@ mod tests {
 
     #[test]
     fn local_time_matches_chronos_format() {
-        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000] {
+        // Twice over: the second time from the cache of recent seconds.
+        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000, -1].repeat(2) {
             let expected = chrono::DateTime::from_timestamp_millis(ms)
                 .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
             assert_eq!(Some(local_time(ms)), expected, "{ms}");
