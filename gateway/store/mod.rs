@@ -174,7 +174,10 @@ impl Store {
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    Ok(serde_json::to_vec(value)?)
+    // Room for a task record at once: grown from serde_json's 128 bytes, one is copied three times.
+    let mut bytes = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut bytes, value)?;
+    Ok(bytes)
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
