@@ -155,6 +155,46 @@ fn a_client_that_disconnects_during_a_sync_call_leaves_a_cancelled_record_and_no
 }
 
 #[test]
+fn synchronous_calls_on_a_kept_alive_connection_are_not_taken_for_a_client_that_left() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let demo = Demo::start();
+    let addr = demo.base.trim_start_matches("http://").to_string();
+    let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "shop"}).to_string();
+    let request = format!(
+        "POST /v1/images/generations HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut answer = || {
+        let (mut status, mut length, mut line) = (String::new(), 0, String::new());
+        reader.read_line(&mut status).unwrap();
+        while reader.read_line(&mut line).unwrap() > 2 {
+            if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap();
+            }
+            line.clear();
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert!(status.starts_with("HTTP/1.1 200"), "{status} {body}");
+        assert!(body["data"][0]["url"].is_string(), "{body}");
+    };
+    // One after another: each request's arrival is readable on the watched socket, not a close.
+    for _ in 0..3 {
+        writer.write_all(request.as_bytes()).unwrap();
+        answer();
+    }
+    // Pipelined: the next request waits in the socket while the first one's upstream call runs.
+    writer.write_all(format!("{request}{request}").as_bytes()).unwrap();
+    answer();
+    answer();
+}
+
+#[test]
 fn cancel_is_for_queued_tasks_only() {
     let demo = Demo::start();
     let done = submit(&demo, &t2v("fox"));
