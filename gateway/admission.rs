@@ -60,7 +60,7 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
             body.insert((*field).to_string(), value);
         }
     }
-    let request = OperationRequest::parse(model.operation, Value::Object(body.clone()))
+    let request = OperationRequest::parse(model.operation, &body)
         .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, format!("Invalid request: {e}")))?;
     let mut envelope = EnvelopeBuilder::new(model);
     request

@@ -24,7 +24,7 @@ pub fn generate(spec: &Spec) -> String {
     });
     let parse_arms = spec.operations.keys().map(|n| {
         let id = type_ident(n, "");
-        quote! { OperationId::#id => serde_json::from_value(body).map(OperationRequest::#id) }
+        quote! { OperationId::#id => serde::Deserialize::deserialize(body).map(OperationRequest::#id) }
     });
     let render_arms = spec.operations.keys().map(|n| {
         let id = type_ident(n, "");
@@ -103,8 +103,12 @@ pub fn generate(spec: &Spec) -> String {
         pub enum OperationRequest { #(#request_variants),* }
 
         impl OperationRequest {
-            /// Deserializes a validated body into the typed struct of `operation`.
-            pub fn parse(operation: OperationId, body: serde_json::Value) -> Result<OperationRequest, serde_json::Error> {
+            /// Deserializes a validated body into the typed struct of `operation` (borrowed: the body stays
+            /// the caller's, for pricing).
+            pub fn parse(
+                operation: OperationId,
+                body: &serde_json::Map<String, serde_json::Value>,
+            ) -> Result<OperationRequest, serde_json::Error> {
                 match operation { #(#parse_arms),* }
             }
             /// Writes every field to its upstream place.

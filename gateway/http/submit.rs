@@ -17,7 +17,8 @@ use crate::tasks::{self, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub async fn submit(
@@ -233,17 +234,21 @@ async fn run_sync(
         let list_price = billing.settlement.as_ref()?.list_price;
         equivalent::tokens(admitted.model, list_price, billing.baseline, finished.usage.as_ref())
     });
-    let body = match endpoint.sync_response {
+    let mut response = HttpResponse::Ok();
+    if projected.is_some() {
+        response.insert_header(("Cache-Control", "no-store"));
+    }
+    Ok(match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
-            let mut usage = finished.usage.unwrap_or_else(|| json!({}));
+            let mut usage = finished.usage.unwrap_or_else(|| Value::Object(Map::new()));
             if let (Some(tokens), Some(fields)) = (projected, usage.as_object_mut()) {
                 fields.insert("output_tokens".into(), tokens.into());
                 fields.insert("usage_basis".into(), "price_equivalent".into());
             }
-            json!({
-                "created": chrono::Utc::now().timestamp(),
-                "data": finished.results.iter().map(|r| json!({"url": r.url})).collect::<Vec<_>>(),
-                "usage": usage,
+            response.json(ImagesAnswer {
+                created: chrono::Utc::now().timestamp(),
+                data: finished.results.iter().map(|r| ImageUrl { url: &r.url }).collect(),
+                usage,
             })
         }
         SyncResponse::Upstream => {
@@ -251,14 +256,22 @@ async fn run_sync(
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }
-            body
+            response.json(body)
         }
-    };
-    let mut response = HttpResponse::Ok();
-    if projected.is_some() {
-        response.insert_header(("Cache-Control", "no-store"));
-    }
-    Ok(response.json(body))
+    })
+}
+
+/// The answer of an images endpoint in the standard shape, serialized as it stands (no `Value` copy).
+#[derive(Serialize)]
+struct ImagesAnswer<'a> {
+    created: i64,
+    data: Vec<ImageUrl<'a>>,
+    usage: Value,
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
 }
 
 /// The upstream's answer with the gateway's request id, and content items carrying `image_url`.

@@ -5,7 +5,7 @@
 
 use crate::catalog::{Envelope, ModelSpec, Transform, ratio_of_size, tier_of_size};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// Where a field goes upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +68,9 @@ impl<'a> EnvelopeBuilder<'a> {
             Slot::Input => &mut self.input,
             Slot::Content if messages => {
                 match value {
-                    Value::Array(items) => self.images.extend(items.into_iter().map(|url| json!({"image": url}))),
-                    Value::String(_) => self.texts.push(json!({"text": value})),
-                    other => self.images.push(json!({"image": other})),
+                    Value::Array(items) => self.images.extend(items.into_iter().map(|url| object([("image", url)]))),
+                    Value::String(_) => self.texts.push(object([("text", value)])),
+                    other => self.images.push(object([("image", other)])),
                 }
                 return Ok(());
             }
@@ -108,8 +108,18 @@ impl<'a> EnvelopeBuilder<'a> {
         if !self.images.is_empty() || !self.texts.is_empty() {
             let mut content = self.images;
             content.extend(self.texts);
-            self.input.insert("messages".into(), json!([{"role": "user", "content": content}]));
+            let message = object([("role", "user".into()), ("content", Value::Array(content))]);
+            self.input.insert("messages".into(), Value::Array(vec![message]));
         }
-        json!({"model": self.model.model_code, "input": self.input, "parameters": self.parameters})
+        object([
+            ("model", self.model.model_code.into()),
+            ("input", Value::Object(self.input)),
+            ("parameters", Value::Object(self.parameters)),
+        ])
     }
+}
+
+/// An object of `fields`, moved in: `json!` would serialize each value into a copy.
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(name, value)| (name.to_string(), value)).collect())
 }

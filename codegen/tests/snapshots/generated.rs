@@ -3618,52 +3618,69 @@ pub enum OperationRequest {
     Xpainting(XpaintingRequest),
 }
 impl OperationRequest {
-    /// Deserializes a validated body into the typed struct of `operation`.
+    /// Deserializes a validated body into the typed struct of `operation` (borrowed: the body stays
+    /// the caller's, for pricing).
     pub fn parse(
         operation: OperationId,
-        body: serde_json::Value,
+        body: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<OperationRequest, serde_json::Error> {
         match operation {
             OperationId::Background => {
-                serde_json::from_value(body).map(OperationRequest::Background)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Background)
             }
-            OperationId::Edit => serde_json::from_value(body).map(OperationRequest::Edit),
+            OperationId::Edit => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::Edit)
+            }
             OperationId::Erase => {
-                serde_json::from_value(body).map(OperationRequest::Erase)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Erase)
             }
-            OperationId::I2i => serde_json::from_value(body).map(OperationRequest::I2i),
-            OperationId::I2v => serde_json::from_value(body).map(OperationRequest::I2v),
+            OperationId::I2i => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::I2i)
+            }
+            OperationId::I2v => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::I2v)
+            }
             OperationId::Inpaint => {
-                serde_json::from_value(body).map(OperationRequest::Inpaint)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Inpaint)
             }
-            OperationId::Kf2v => serde_json::from_value(body).map(OperationRequest::Kf2v),
+            OperationId::Kf2v => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::Kf2v)
+            }
             OperationId::Outpaint => {
-                serde_json::from_value(body).map(OperationRequest::Outpaint)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Outpaint)
             }
             OperationId::Poster => {
-                serde_json::from_value(body).map(OperationRequest::Poster)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Poster)
             }
-            OperationId::R2v => serde_json::from_value(body).map(OperationRequest::R2v),
+            OperationId::R2v => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::R2v)
+            }
             OperationId::Segmentation => {
-                serde_json::from_value(body).map(OperationRequest::Segmentation)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Segmentation)
             }
             OperationId::Shoemodel => {
-                serde_json::from_value(body).map(OperationRequest::Shoemodel)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Shoemodel)
             }
             OperationId::Sketch => {
-                serde_json::from_value(body).map(OperationRequest::Sketch)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Sketch)
             }
             OperationId::StyleRepaint => {
-                serde_json::from_value(body).map(OperationRequest::StyleRepaint)
+                serde::Deserialize::deserialize(body).map(OperationRequest::StyleRepaint)
             }
-            OperationId::T2i => serde_json::from_value(body).map(OperationRequest::T2i),
-            OperationId::T2v => serde_json::from_value(body).map(OperationRequest::T2v),
-            OperationId::Vace => serde_json::from_value(body).map(OperationRequest::Vace),
+            OperationId::T2i => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::T2i)
+            }
+            OperationId::T2v => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::T2v)
+            }
+            OperationId::Vace => {
+                serde::Deserialize::deserialize(body).map(OperationRequest::Vace)
+            }
             OperationId::Virtualmodel => {
-                serde_json::from_value(body).map(OperationRequest::Virtualmodel)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Virtualmodel)
             }
             OperationId::Xpainting => {
-                serde_json::from_value(body).map(OperationRequest::Xpainting)
+                serde::Deserialize::deserialize(body).map(OperationRequest::Xpainting)
             }
         }
     }
