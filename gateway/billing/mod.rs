@@ -39,11 +39,37 @@ pub struct Settlement {
     pub units: Units,
 }
 
+/// One line of the usage log (`GET /admin/v1/usage`), as the settlement writes it: serialized straight
+/// from the task it settles.
+#[derive(Debug, Serialize)]
+pub struct UsageRecord<'a> {
+    at: String,
+    at_ms: i64,
+    account: &'a str,
+    key_prefix: &'a str,
+    model: &'a str,
+    operation: &'a str,
+    task_id: &'a str,
+    request_id: &'a str,
+    status: &'static str,
+    created_at: &'a str,
+    units: &'a Units,
+    list_price: i64,
+    charged: i64,
+    /// Charged amount per pot, as an object keyed by pot.
+    #[serde(serialize_with = "pots_as_object")]
+    by_source: &'a [(Pot, i64)],
+}
+
+fn pots_as_object<S: serde::Serializer>(pots: &&[(Pot, i64)], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(pots.iter().map(|(pot, amount)| (pot, amount)))
+}
+
 /// Settles a task that has just reached a terminal state: returns the ledger postings and the usage-log
 /// record, and writes the settlement onto the task. Called inside the store transaction that makes the
 /// state terminal, so it happens exactly once.
-pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
-    let mut billing = task.billing.clone()?;
+pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> {
+    let billing = task.billing.as_ref()?;
     if billing.settlement.is_some() {
         return None;
     }
@@ -76,32 +102,27 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, Value)> {
             note: format!("{} {}", task.status.as_str(), task.model),
         });
     }
-    let settlement = Settlement {
-        outcome: outcome.into(),
-        charged: charged_total,
-        list_price,
-        by_pot: by_pot.clone(),
-        units: units.clone(),
-    };
-    billing.settlement = Some(settlement);
-    task.billing = Some(billing);
+    let settlement = Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units };
+    task.billing.as_mut()?.settlement = Some(settlement);
+    let task: &TaskRecord = task;
+    let settlement = task.billing.as_ref()?.settlement.as_ref()?;
     let now = crate::tasks::now_ms();
-    let record = json!({
-        "at": crate::tasks::local_time(now),
-        "at_ms": now,
-        "account": task.account,
-        "key_prefix": task.key_prefix,
-        "model": task.model,
-        "operation": task.operation,
-        "task_id": task.task_id,
-        "request_id": task.request_id,
-        "status": task.status.as_str(),
-        "created_at": task.created_at,
-        "units": units,
-        "list_price": list_price,
-        "charged": charged_total,
-        "by_source": by_pot.iter().map(|(p, a)| (serde_json::to_value(p).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(), json!(a))).collect::<serde_json::Map<_, _>>(),
-    });
+    let record = UsageRecord {
+        at: crate::tasks::local_time(now),
+        at_ms: now,
+        account: &task.account,
+        key_prefix: &task.key_prefix,
+        model: &task.model,
+        operation: &task.operation,
+        task_id: &task.task_id,
+        request_id: &task.request_id,
+        status: task.status.as_str(),
+        created_at: &task.created_at,
+        units: &settlement.units,
+        list_price,
+        charged: charged_total,
+        by_source: &settlement.by_pot,
+    };
     Some((postings, record))
 }
 
@@ -111,4 +132,34 @@ pub fn summary(task: &TaskRecord) -> Option<Value> {
     Some(
         json!({"outcome": s.outcome, "charged": s.charged, "list_price": s.list_price, "by_source": s.by_pot, "units": s.units}),
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The usage log's line format is read by operators' tools: fields in this order, pots as an object.
+    #[test]
+    fn a_settled_task_logs_its_usage_line_in_the_published_shape() {
+        let mut task: TaskRecord = serde_json::from_value(json!({
+            "task_id": "task-1", "request_id": "img-1", "account": "acme", "key_prefix": "mg-1",
+            "model": "beta-image-2.0-pro_t2i", "operation": "t2i", "media": "image", "status": "success",
+            "created_at": "2026-11-24 03:20:02", "created_ms": 0, "updated_ms": 0, "deadline_ms": 0,
+            "usage": {"image_count": 1},
+            "billing": {"quoted": 40000, "units": {"images": 1}, "hold": [["plan", 10000], ["balance", 30000]],
+                        "baseline": 10000000},
+        }))
+        .unwrap();
+        let (postings, record) = settle(&mut task).unwrap();
+        let mut line: Value = serde_json::to_value(&record).unwrap();
+        let fields = line.as_object_mut().unwrap();
+        assert!(fields.shift_remove("at").unwrap().is_string() && fields.shift_remove("at_ms").unwrap().is_i64());
+        assert_eq!(
+            line.to_string(),
+            r#"{"account":"acme","key_prefix":"mg-1","model":"beta-image-2.0-pro_t2i","operation":"t2i","task_id":"task-1","request_id":"img-1","status":"success","created_at":"2026-11-24 03:20:02","units":{"images":1},"list_price":40000,"charged":40000,"by_source":{"plan":10000,"balance":30000}}"#
+        );
+        assert_eq!(postings.iter().map(|p| (p.pot, p.delta)).collect::<Vec<_>>(), [(Pot::Plan, 0), (Pot::Balance, 0)]);
+        assert!(settle(&mut task).is_none(), "settled once");
+    }
 }

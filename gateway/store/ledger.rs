@@ -245,7 +245,7 @@ impl Store {
 }
 
 /// Appends a usage-log record inside the caller's transaction.
-pub(crate) fn log_usage(tx: &Tx, record: &serde_json::Value) -> Result<(), StoreError> {
+pub(crate) fn log_usage(tx: &Tx, record: &impl Serialize) -> Result<(), StoreError> {
     let mut table = tx.open_table(USAGE_LOG)?;
     let seq = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
     table.insert(seq, encode(record)?.as_slice())?;
