@@ -290,11 +290,13 @@ mod tests {
 
     #[test]
     fn local_time_matches_chronos_format() {
-        // Twice over: the second time from the cache of recent seconds.
-        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000, -1].repeat(2) {
+        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000, -1] {
             let expected = chrono::DateTime::from_timestamp_millis(ms)
                 .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
             assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            // Again, from the recent seconds kept, and another millisecond of the same second.
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            assert_eq!(Some(local_time(ms - ms.rem_euclid(1000))), expected, "{ms}");
         }
     }
 }
