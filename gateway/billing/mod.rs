@@ -104,6 +104,7 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> 
     }
     let settlement = Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units };
     task.billing.as_mut()?.settlement = Some(settlement);
+    // From here on the task is only read: the record borrows its fields and its settlement.
     let task: &TaskRecord = task;
     let settlement = task.billing.as_ref()?.settlement.as_ref()?;
     let now = crate::tasks::now_ms();

@@ -8,8 +8,9 @@
 //!
 //! Two files, because a checkpoint is committed in the background (`checkpointer`): until it is durable,
 //! the records it holds must stay, so the log moves to the other file instead of starting over in this
-//! one. The other file's records are in the checkpoint before, which was durable before this one started. So the records after a durable checkpoint are always the chain that starts at
-//! the start of one file and, if it ends there, goes on at the start of the other.
+//! one. The other file's records are in the checkpoint before, which was durable before this one started.
+//! So the records after a durable checkpoint are always the chain that starts at the start of one file
+//! and, if it ends there, goes on at the start of the other.
 //!
 //! A record is `len: u32, crc32(seq ++ changes): u32, seq: u64, changes`, little-endian. A file's chain
 //! is its records from its start while each is whole, checks out and carries the next sequence number;

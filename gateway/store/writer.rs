@@ -392,7 +392,9 @@ impl Writing<'_> {
                 }
             },
         };
-        let was_unlogged = !self.unlogged.is_empty();
+        if self.unlogged.is_empty() {
+            self.unlogged_since = Instant::now();
+        }
         let tx = Tx::new(&view, std::mem::take(&mut self.unlogged));
         let mut done = Vec::with_capacity(batch.len());
         for mut job in batch {
@@ -410,15 +412,10 @@ impl Writing<'_> {
         self.view = Some(view);
         let durable = done.iter().any(|job| job.commit() == Commit::Durable);
         let must_log = durable || done.iter().any(|job| job.closes());
-        if !staged.is_empty() {
-            if !was_unlogged {
-                self.unlogged_since = Instant::now();
-            }
-            if !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
-                self.progress.open.store(true, Ordering::Release);
-                self.overlay.publish(staged);
-                return Ok(done);
-            }
+        if !staged.is_empty() && !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
+            self.progress.open.store(true, Ordering::Release);
+            self.overlay.publish(staged);
+            return Ok(done);
         }
         if must_log || !staged.is_empty() {
             if durable && !self.unlogged.is_empty() {
@@ -459,8 +456,8 @@ impl Writing<'_> {
         self.checkpointer.start_one(self.overlay.freeze(), self.wal.last_seq());
         self.last_checkpoint = Instant::now();
         let left = self.wal.switch();
-        // Otherwise its last record is of deferred writes no fsync was asked for yet; later records are
-        // durable only once it is.
+        // Its last record may be of deferred writes no fsync was asked for yet (none is coming for it), and
+        // later records are durable only once it is.
         if self.progress.syncing.load(Ordering::Acquire) < self.wal.last_seq() {
             self.syncer.sync(left, self.wal.last_seq(), Vec::new());
         }

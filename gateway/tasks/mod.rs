@@ -28,16 +28,16 @@ pub fn local_time(ms: i64) -> String {
         /// The last seconds formatted on this thread: a request shows the same few seconds several times
         /// (created, finished, the usage record; its results' expiry a day later), and the zone lookup and
         /// the formatting cost a microsecond.
-        static RECENT: std::cell::RefCell<[(i64, String); 2]> = std::cell::RefCell::default();
+        static RECENT: std::cell::RefCell<[Option<(i64, String)>; 2]> = std::cell::RefCell::default();
     }
     let second = ms.div_euclid(1000);
     RECENT.with_borrow_mut(|recent| {
-        if let Some((_, shown)) = recent.iter().find(|(s, shown)| *s == second && !shown.is_empty()) {
+        if let Some((_, shown)) = recent.iter().flatten().find(|(s, _)| *s == second) {
             return shown.clone();
         }
         let shown = format_local(ms);
         recent.rotate_right(1);
-        recent[0] = (second, shown.clone());
+        recent[0] = Some((second, shown.clone()));
         shown
     })
 }
