@@ -220,8 +220,15 @@ async fn run_sync(
             return Err(error.into());
         }
     };
-    let found = results::results(answer.get("output").unwrap_or(&Value::Null), admitted.model.media);
-    let usage = answer.get("usage").cloned();
+    let reported: results::Reported = match answer.read() {
+        Ok(reported) => reported,
+        Err(error) => {
+            tasks::fail(&state, &task.task_id, &error.code(), "the upstream answered something unreadable").await?;
+            return Err(error.into());
+        }
+    };
+    let found = results::results(&reported.output, admitted.model.media);
+    let usage = reported.usage;
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
         t.results = found;
@@ -252,7 +259,7 @@ async fn run_sync(
             })
         }
         SyncResponse::Upstream => {
-            let mut body = upstream_shape(answer, &task.request_id);
+            let mut body = upstream_shape(answer.value()?, &task.request_id);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }

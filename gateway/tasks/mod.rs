@@ -14,7 +14,8 @@ use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
 use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
-use crate::upstream::{UpstreamError, client};
+use crate::upstream::UpstreamError;
+use crate::upstream::client::{self, Answer};
 use actix_web::web;
 use serde_json::{Value, json};
 
@@ -117,7 +118,8 @@ pub async fn forward_async(
     let task_id = task.task_id.clone();
     match answer {
         Ok(answer) => {
-            let upstream_id = answer.pointer("/output/task_id").and_then(Value::as_str).map(String::from);
+            let reported = answer.read::<results::Reported>();
+            let upstream_id = reported.ok().and_then(|r| r.output.task_id).map(String::from);
             let Some(upstream_id) = upstream_id else {
                 fail(state, &task_id, "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
@@ -144,7 +146,7 @@ pub async fn forward_async(
 }
 
 /// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
-async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Value, UpstreamError> {
+async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Answer, UpstreamError> {
     let mut delay = std::time::Duration::from_millis(100);
     for attempt in 0.. {
         crate::metrics::upstream_call("create");

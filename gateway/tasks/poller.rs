@@ -20,6 +20,7 @@ use crate::catalog::{Media, ModelSpec};
 use crate::config::PollerConfig;
 use crate::state::AppState;
 use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
+use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, ListRequest, ListedStatus, ListedTask};
 use actix_web::web;
 use std::cell::Cell;
@@ -579,19 +580,24 @@ async fn query_task(
     // The query slot is free again while the outcome is written.
     drop(permit);
     let outcome = match answer {
-        Ok(answer) => {
-            let observed = observe(&answer, check.media);
-            failpoint_before_settle(&observed);
-            settle(&state, &check.task, observed).await
-        }
-        Err(e) => {
-            // Never fail a task over a query error: ask again later; the deadline bounds the wait.
-            crate::metrics::upstream_error("query");
-            tracing::warn!(task_id = &*check.task, error = %e, "task query failed; will retry");
-            Outcome::Unknown
-        }
+        Ok(answer) => match answer.read() {
+            Ok(reported) => {
+                let observed = observe(reported, check.media);
+                failpoint_before_settle(&observed);
+                settle(&state, &check.task, observed).await
+            }
+            Err(e) => query_failed(&check, &e),
+        },
+        Err(e) => query_failed(&check, &e),
     };
     let _ = reports.send(Report::Checked { ticket: check.ticket, slot: check.slot, outcome });
+}
+
+/// Never fails a task over a query error: it is asked about again later; the deadline bounds the wait.
+fn query_failed(check: &Check, e: &UpstreamError) -> Outcome {
+    crate::metrics::upstream_error("query");
+    tracing::warn!(task_id = &*check.task, error = %e, "task query failed; will retry");
+    Outcome::Unknown
 }
 
 /// Records a terminal observation (compare-and-swap and settlement in `finish`).

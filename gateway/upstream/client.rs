@@ -123,8 +123,8 @@ fn client() -> awc::Client {
     CLIENT.with(Clone::clone)
 }
 
-/// Submits a job (async) or runs it (sync). Returns the upstream's JSON answer.
-pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) -> Result<Value, UpstreamError> {
+/// Submits a job (async) or runs it (sync). Returns the upstream's answer.
+pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) -> Result<Answer, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
     let mut request = call(upstream, awc::http::Method::POST, model.route.path);
     if model.task_mode == TaskMode::Async {
@@ -149,7 +149,7 @@ fn call_with_key(upstream: &RegionUpstream, key: &str, method: awc::http::Method
 }
 
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
-pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Value, UpstreamError> {
+pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
     answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await
 }
@@ -218,7 +218,7 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
     let (status, body) =
         raw_answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await?;
     if !(200..300).contains(&status) {
-        return Err(error_of(status, &serde_json::from_slice(&body).unwrap_or_default()));
+        return Err(error_of(status, &body));
     }
     task_page(&body)
 }
@@ -279,22 +279,47 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
 }
 
 /// Cancels a PENDING task.
-pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Value, UpstreamError> {
+pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     answer(call(upstream, awc::http::Method::POST, &format!("/tasks/{upstream_task_id}/cancel")).send().await).await
 }
 
-async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>) -> Result<Value, UpstreamError>
+/// An upstream's answer that is not an error, as it came: read into the typed view a caller needs
+/// ([`Answer::read`]) or whole ([`Answer::value`]), so the busy paths build no `Value` tree.
+#[derive(Debug)]
+pub struct Answer(bytes::Bytes);
+
+impl Answer {
+    pub fn read<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, UpstreamError> {
+        serde_json::from_slice(&self.0).map_err(|e| UpstreamError::Malformed(e.to_string()))
+    }
+
+    pub fn value(&self) -> Result<Value, UpstreamError> {
+        self.read()
+    }
+}
+
+/// The fields that tell an error answer from a result; the rest is skipped unread.
+#[derive(serde::Deserialize)]
+struct Verdict<'a> {
+    #[serde(default, borrow)]
+    code: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    output: Option<serde::de::IgnoredAny>,
+}
+
+async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>) -> Result<Answer, UpstreamError>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
     let (status, body) = raw_answer(sent).await?;
-    let value: Value = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    let verdict: Verdict = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
     // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
-    let is_error = !(200..300).contains(&status) || (value.get("code").is_some() && value.get("output").is_none());
-    if is_error {
-        return Err(error_of(status, &value));
+    if !(200..300).contains(&status) || (verdict.code.is_some() && verdict.output.is_none()) {
+        return Err(error_from(status, verdict));
     }
-    Ok(value)
+    Ok(Answer(body))
 }
 
 /// The status and body of an answer.
@@ -313,9 +338,14 @@ where
     Ok((status, body))
 }
 
-/// The upstream's error answer.
-fn error_of(status: u16, value: &Value) -> UpstreamError {
-    let code = value.get("code").and_then(Value::as_str).unwrap_or("UnknownError").to_string();
-    let message = value.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+/// The upstream's error answer (its body need not be JSON).
+fn error_of(status: u16, body: &[u8]) -> UpstreamError {
+    let verdict = serde_json::from_slice(body).unwrap_or(Verdict { code: None, message: None, output: None });
+    error_from(status, verdict)
+}
+
+fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
+    let code = verdict.code.map_or_else(|| "UnknownError".into(), |c| c.into_owned());
+    let message = verdict.message.map(|m| m.into_owned()).unwrap_or_default();
     UpstreamError::Answered { status, code, message }
 }
