@@ -230,7 +230,7 @@ async fn run_sync(
     let found = results::results(&reported.output, admitted.model.media);
     let usage = reported.usage;
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
-    let finished = tasks::finish(&state, &task.task_id, TaskStatus::Success, move |t| {
+    let finished = tasks::finish(&state, task, TaskStatus::Success, move |t| {
         t.results = found;
         t.usage = usage;
     })
@@ -259,7 +259,7 @@ async fn run_sync(
             })
         }
         SyncResponse::Upstream => {
-            let mut body = upstream_shape(answer.value()?, &task.request_id);
+            let mut body = upstream_shape(answer.value()?, &finished.request_id);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }

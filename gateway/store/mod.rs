@@ -21,7 +21,7 @@ mod wal;
 mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
-pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskResult, TaskStatus};
+pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskRef, TaskResult, TaskStatus};
 pub use tx::Tx;
 pub use writer::{Commit, Pending};
 
@@ -242,6 +242,28 @@ mod tests {
         let mut older = as_written.clone();
         older.as_object_mut().unwrap().remove("finished_ms");
         assert_eq!(decode::<TaskRecord>(&encode(&older).unwrap()).unwrap().finished_ms, None);
+    }
+
+    /// A change for the task as the caller last had it: applied while the store still holds that record,
+    /// refused once another write moved the task on (the stored record is read then, not the caller's).
+    #[test]
+    fn a_change_for_a_task_as_stored_loses_to_a_change_made_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut task = settled_task();
+        (task.status, task.billing) = (TaskStatus::Running, None);
+        let (_, stored) = runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+        let running = [TaskStatus::Running];
+        let change = |task: TaskRef, status| {
+            let pending = store.change_task(task, &running, Commit::Durable, move |t| t.status = status);
+            runtime.block_on(pending.into_future()).unwrap()
+        };
+        let changed = change(stored.clone().into(), TaskStatus::Success).unwrap();
+        assert_eq!(changed.status, TaskStatus::Success);
+        assert!(change(stored.into(), TaskStatus::Cancelled).is_none(), "the record it knew is gone");
+        assert!(change(changed.task_id.as_str().into(), TaskStatus::Cancelled).is_none());
+        assert_eq!(store.task(&changed.task_id).unwrap().unwrap().status, TaskStatus::Success);
     }
 
     #[test]

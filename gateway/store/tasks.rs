@@ -86,6 +86,27 @@ pub struct IdempotencyRecord {
     pub task_id: String,
 }
 
+/// The task a change is for.
+#[derive(Debug)]
+pub enum TaskRef {
+    Id(String),
+    /// The record as the caller last had it from the store: while the stored bytes are still its encoding
+    /// (one encode and a compare), they are not decoded.
+    AsStored(Box<TaskRecord>),
+}
+
+impl From<&str> for TaskRef {
+    fn from(task_id: &str) -> TaskRef {
+        TaskRef::Id(task_id.to_string())
+    }
+}
+
+impl From<TaskRecord> for TaskRef {
+    fn from(task: TaskRecord) -> TaskRef {
+        TaskRef::AsStored(Box::new(task))
+    }
+}
+
 /// A task as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskRecord {
@@ -191,15 +212,22 @@ impl Store {
     /// exist.
     pub fn change_task(
         &self,
-        task_id: &str,
+        task: impl Into<TaskRef>,
         expected: &[TaskStatus],
         commit: Commit,
         change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Pending<Option<TaskRecord>> {
-        let (task_id, expected) = (task_id.to_string(), expected.to_vec());
+        let (task, expected) = (task.into(), expected.to_vec());
         self.queue(commit, move |tx: &Tx| {
+            let (task_id, known) = match task {
+                TaskRef::Id(id) => (id, None),
+                TaskRef::AsStored(record) => (record.task_id.clone(), Some(record)),
+            };
             let mut tasks = tx.open_table(TASKS)?;
-            let current: Option<TaskRecord> = tasks.get(task_id.as_str())?.map(|v| decode(v.value())).transpose()?;
+            let current = match (tasks.get(task_id.as_str())?, known) {
+                (Some(stored), Some(known)) if stored.value() == encode(&known)? => Some(*known),
+                (stored, _) => stored.map(|v| decode::<TaskRecord>(v.value())).transpose()?,
+            };
             let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
             change(&mut task);
             if task.status.is_terminal() {

@@ -13,7 +13,7 @@ use crate::catalog::TaskMode;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
-use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
+use crate::store::{Commit, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, Answer};
 use actix_web::web;
@@ -128,7 +128,7 @@ pub async fn forward_async(
             // Durable: it also persists the task and its hold, written deferred before the forward.
             let updated = state
                 .store
-                .change_task(&task_id, &[TaskStatus::Queued], Commit::Durable, move |t| {
+                .change_task(task, &[TaskStatus::Queued], Commit::Durable, move |t| {
                     t.upstream_task_id = Some(upstream_id);
                     t.next_poll_ms = first_poll;
                     t.updated_ms = now_ms();
@@ -176,14 +176,14 @@ pub async fn fail(state: &AppState, task_id: &str, code: &str, message: &str) ->
 /// Moves a live task to a terminal state exactly once; `None` if it had already ended.
 pub async fn finish(
     state: &AppState,
-    task_id: &str,
+    task: impl Into<TaskRef>,
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
 ) -> Result<Option<TaskRecord>, ApiError> {
     let live = [TaskStatus::Queued, TaskStatus::Running];
     let finished = state
         .store
-        .change_task(task_id, &live, Commit::Durable, move |t| {
+        .change_task(task, &live, Commit::Durable, move |t| {
             let now = now_ms();
             t.status = status;
             t.updated_ms = now;

@@ -680,7 +680,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
                 code: "timeout".into(),
                 message: "The task did not finish before its model's deadline.".into(),
             };
-            let written = finish(&state, &task, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
+            let written = finish(&state, &*task, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
             Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
         StoreJob::Fail { slot, task, ticket, code, message } => {
@@ -691,7 +691,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             // Durable: a task query may say `running` as soon as it is written.
             let written = state
                 .store
-                .change_task(&task, &[TaskStatus::Queued], Commit::Durable, move |t| {
+                .change_task(&*task, &[TaskStatus::Queued], Commit::Durable, move |t| {
                     t.status = TaskStatus::Running;
                     t.next_poll_ms = next_poll_ms;
                     t.updated_ms = now_ms();
