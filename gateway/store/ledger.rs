@@ -107,7 +107,7 @@ pub(crate) fn append(tx: &Tx, postings: &[Posting]) -> Result<(), StoreError> {
     }
     let mut ledger = tx.open_table(LEDGER)?;
     let mut funds_table = tx.open_table(FUNDS)?;
-    let first = ledger.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+    let first = ledger.last_key()?.map_or(1, |k| k.value() + 1);
     let now = chrono::Utc::now().timestamp_millis();
     for (seq, p) in (first..).zip(postings) {
         let entry = Entry {
@@ -247,7 +247,7 @@ impl Store {
 /// Appends a usage-log record inside the caller's transaction.
 pub(crate) fn log_usage(tx: &Tx, record: &impl Serialize) -> Result<(), StoreError> {
     let mut table = tx.open_table(USAGE_LOG)?;
-    let seq = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+    let seq = table.last_key()?.map_or(1, |k| k.value() + 1);
     table.insert(seq, encode(record)?.as_slice())?;
     Ok(())
 }

@@ -266,6 +266,33 @@ mod tests {
         assert_eq!(store.task(&changed.task_id).unwrap().unwrap().status, TaskStatus::Success);
     }
 
+    /// The next ledger or usage-log number comes from the greatest key wherever it is: redb, a published
+    /// layer, or the write's own changes, and from the rows left when the greatest was removed.
+    #[test]
+    fn the_last_key_is_found_in_redb_the_overlay_and_a_writes_own_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        fn last(tx: &Tx) -> Result<Option<u64>, StoreError> {
+            Ok(tx.open_table(LEDGER)?.last_key()?.map(|key| key.value()))
+        }
+        fn insert(tx: &Tx, key: u64) -> Result<(), StoreError> {
+            tx.open_table(LEDGER)?.insert(key, b"row".as_slice())
+        }
+        let write = |store: &Store, op: fn(&Tx) -> Result<Option<u64>, StoreError>| {
+            runtime.block_on(store.queue(Commit::Durable, op).into_future()).unwrap()
+        };
+        let closed = Store::open(dir.path()).unwrap();
+        write(&closed, |tx| insert(tx, 1).and(insert(tx, 2)).and(Ok(None)));
+        drop(closed); // checkpointed on close: rows 1 and 2 are in redb alone
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(write(&store, last), Some(2));
+        write(&store, |tx| insert(tx, 3).and(Ok(None)));
+        assert_eq!(write(&store, last), Some(3), "a published layer");
+        assert_eq!(write(&store, |tx| insert(tx, 4).and_then(|()| last(tx))), Some(4), "the write's own");
+        assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(4).and_then(|()| last(tx))), Some(3));
+        assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(3).and_then(|()| last(tx))), Some(2));
+    }
+
     #[test]
     fn durable_writes_survive_a_crash_through_the_log() {
         let live = tempfile::tempdir().unwrap();

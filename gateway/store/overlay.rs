@@ -231,12 +231,17 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
     }
 
     fn in_layers(&self, key: &[u8]) -> Found {
+        self.in_layers_as(key, |found| found.map(Into::into))
+    }
+
+    /// What the newest layer that has `key` recorded for it, seen through `read`.
+    fn in_layers_as<T>(&self, key: &[u8], read: impl Fn(Option<&[u8]>) -> T) -> Option<T> {
         if let Some(staged) = self.staged
             && let Some(found) = staged.borrow().get(self.id, key)
         {
-            return Some(found.map(Into::into));
+            return Some(read(found));
         }
-        self.layers.iter().find_map(|layer| layer.changes().get(self.id, key).map(|found| found.map(Into::into)))
+        self.layers.iter().find_map(|layer| layer.changes().get(self.id, key).map(&read))
     }
 
     pub(crate) fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Stored<V>>, StoreError> {
@@ -265,33 +270,34 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
         })
     }
 
-    /// The row with the greatest key.
-    pub(crate) fn last(&self) -> Result<Option<Row<K, V>>, StoreError> {
-        let last_stored = match self.last_stored.get() {
-            Some(last) => last.clone(),
-            None => {
-                let last: Option<Box<[u8]>> =
-                    self.redb()?.last()?.map(|(key, _)| K::as_bytes(&key.value()).as_ref().into());
-                self.last_stored.get_or_init(|| last).clone()
+    /// The greatest key (what the append-only logs number their next row from), without its value.
+    pub(crate) fn last_key(&self) -> Result<Option<Stored<K>>, StoreError> {
+        if self.last_stored.get().is_none() {
+            let last = self.redb()?.last()?.map(|(key, _)| K::as_bytes(&key.value()).as_ref().into());
+            self.last_stored.get_or_init(|| last);
+        }
+        // Newest first, so the first candidate is usually the greatest and the only one copied.
+        let mut greatest: Option<Box<[u8]>> = None;
+        let mut consider = |candidate: Option<&[u8]>| {
+            if let Some(candidate) = candidate
+                && greatest.as_deref().is_none_or(|g| K::compare(candidate, g).is_gt())
+            {
+                greatest = Some(candidate.into());
             }
         };
-        let mut candidate = last_stored;
-        let hints = self.layers.iter().map(|layer| layer.changes().greatest[self.id].clone());
-        let staged = self.staged.map(|staged| staged.borrow().greatest[self.id].clone());
-        for hint in hints.chain(staged).flatten() {
-            if candidate.as_deref().is_none_or(|c| K::compare(&hint, c).is_gt()) {
-                candidate = Some(hint);
-            }
+        if let Some(staged) = self.staged {
+            consider(staged.borrow().greatest[self.id].as_deref());
         }
-        let Some(key) = candidate else { return Ok(None) };
-        match self.in_layers(&key) {
-            Some(Some(value)) => Ok(Some((Stored::owned(key), Stored::owned(value)))),
-            None => Ok(self
-                .redb()?
-                .get(K::from_bytes(&key))?
-                .map(|value| (Stored::owned(key.clone()), Stored::Guard(value)))),
+        for layer in self.layers {
+            consider(layer.changes().greatest[self.id].as_deref());
+        }
+        consider(self.last_stored.get().and_then(Option::as_deref));
+        let Some(key) = greatest else { return Ok(None) };
+        match self.in_layers_as(&key, |found| found.is_some()) {
+            Some(true) => Ok(Some(Stored::owned(key))),
+            None => Ok(self.redb()?.get(K::from_bytes(&key))?.map(|_| Stored::owned(key))),
             // The greatest key was removed since: find the last row the slow way.
-            Some(None) => self.iter()?.last().transpose(),
+            Some(false) => Ok(self.iter()?.last().transpose()?.map(|(key, _)| key)),
         }
     }
 }
