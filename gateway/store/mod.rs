@@ -6,8 +6,8 @@
 //! response says happened survives a crash; deferred writes (state no response has claimed yet) ride on
 //! the next durable one. A write lands in the log and in memory (`overlay`); redb's file is written only
 //! by checkpoints, on their own thread (`checkpointer`). Values are MessagePack maps keyed by field name
-//! (see [`encode`]), so records can grow fields without a migration. Reads run on the calling thread, through the overlay and a redb read
-//! transaction: they never wait for the writer.
+//! (see [`encode`]), so records can grow fields without a migration. Reads run on the calling thread,
+//! through the overlay and a redb read transaction: they never wait for the writer.
 
 mod accounts;
 mod checkpointer;

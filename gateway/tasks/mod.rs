@@ -118,8 +118,8 @@ pub async fn forward_async(
     let task_id = task.task_id.clone();
     match answer {
         Ok(answer) => {
-            let reported = answer.read::<results::Reported>();
-            let upstream_id = reported.ok().and_then(|r| r.output.task_id).map(String::from);
+            let reported = answer.read::<results::Reported>().ok();
+            let upstream_id = reported.and_then(|r| r.output.task_id).map(String::from);
             let Some(upstream_id) = upstream_id else {
                 fail(state, &task_id, "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());

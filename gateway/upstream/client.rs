@@ -5,6 +5,7 @@ use super::errors::UpstreamError;
 use crate::catalog::{ModelSpec, TaskMode};
 use crate::config::Config;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -251,9 +252,9 @@ struct RawPage<'a> {
 #[derive(serde::Deserialize)]
 struct RawListed<'a> {
     #[serde(borrow)]
-    task_id: std::borrow::Cow<'a, str>,
+    task_id: Cow<'a, str>,
     #[serde(borrow)]
-    status: std::borrow::Cow<'a, str>,
+    status: Cow<'a, str>,
     #[serde(default)]
     gmt_create: Option<Value>,
 }
@@ -299,12 +300,12 @@ impl Answer {
 }
 
 /// The fields that tell an error answer from a result; the rest is skipped unread.
-#[derive(serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
 struct Verdict<'a> {
     #[serde(default, borrow)]
-    code: Option<std::borrow::Cow<'a, str>>,
+    code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    message: Option<std::borrow::Cow<'a, str>>,
+    message: Option<Cow<'a, str>>,
     #[serde(default)]
     output: Option<serde::de::IgnoredAny>,
 }
@@ -340,12 +341,11 @@ where
 
 /// The upstream's error answer (its body need not be JSON).
 fn error_of(status: u16, body: &[u8]) -> UpstreamError {
-    let verdict = serde_json::from_slice(body).unwrap_or(Verdict { code: None, message: None, output: None });
-    error_from(status, verdict)
+    error_from(status, serde_json::from_slice(body).unwrap_or_default())
 }
 
 fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
-    let code = verdict.code.map_or_else(|| "UnknownError".into(), |c| c.into_owned());
-    let message = verdict.message.map(|m| m.into_owned()).unwrap_or_default();
+    let code = verdict.code.map_or_else(|| "UnknownError".into(), Cow::into_owned);
+    let message = verdict.message.map(Cow::into_owned).unwrap_or_default();
     UpstreamError::Answered { status, code, message }
 }
