@@ -1,18 +1,17 @@
-//! The log's fsyncs, on a thread of their own: the writer commits and logs the next batch while the last
-//! one reaches the disk, and every batch waiting when an fsync starts shares it (one fsync per log file
-//! the waiting batches are in: two only just after the log moved to its other file).
+//! The log's writes to disk, on a thread of their own: the writer commits and stages the next batch while
+//! the last one reaches the disk, and every batch waiting when a write starts shares it (one synchronous
+//! write per log file the waiting batches are in: two only just after the log moved to its other file).
 
 use super::StoreError;
-use super::wal::Wal;
+use super::wal::{LogFile, Scratch, Wal};
 use super::writer::Job;
-use std::fs::File;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use tokio::sync::watch;
 
-/// The writer's handle. Dropping it waits until every fsync asked for is done and its writes heard back.
+/// The writer's handle. Dropping it waits until every sync asked for is done and its writes heard back.
 pub(super) struct Syncer {
     requests: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
@@ -29,7 +28,7 @@ struct Request {
 impl Syncer {
     /// Starts the thread; it publishes the last durable record's number on `durable`.
     pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>) -> Result<Syncer, StoreError> {
-        let files = wal.sync_handles()?;
+        let files = wal.log_files();
         let (requests, queue) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
         let thread = {
@@ -42,14 +41,14 @@ impl Syncer {
         Ok(Syncer { requests: Some(requests), thread: Some(thread), failed })
     }
 
-    /// Asks for an fsync of log file `file` covering record `upto`; `jobs` hear back once it is done. Asked
+    /// Asks for log file `file` to be on disk up to record `upto`; `jobs` hear back once it is. Asked
     /// in log order: every record before `upto` is durable once this is. False if the syncer has stopped
     /// (the jobs then hear that their write was dropped).
     pub(super) fn sync(&self, file: usize, upto: u64, jobs: Vec<Box<dyn Job>>) -> bool {
         self.requests.as_ref().is_some_and(|requests| requests.send(Request { file, upto, jobs }).is_ok())
     }
 
-    /// Whether an fsync failed: nothing applied since can be made durable.
+    /// Whether a sync failed: nothing applied since can be made durable.
     pub(super) fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
@@ -64,7 +63,8 @@ impl Drop for Syncer {
     }
 }
 
-fn run(files: &[File; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
+fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
+    let mut scratch = Scratch::default();
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         group.extend(queue.try_iter());
@@ -73,8 +73,8 @@ fn run(files: &[File; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Send
             .iter()
             .enumerate()
             .filter(|(index, _)| group.iter().any(|request| request.file == *index))
-            .try_for_each(|(_, file)| file.sync_data())
-            .map_err(|e| StoreError::new(format!("write-ahead log fsync: {e}")));
+            .try_for_each(|(_, file)| file.write_out(&mut scratch))
+            .map_err(|e| StoreError::new(format!("write-ahead log write: {e}")));
         match &outcome {
             Ok(()) => {
                 durable.send_if_modified(|last| {
@@ -84,7 +84,7 @@ fn run(files: &[File; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Send
                 });
             }
             Err(e) => {
-                tracing::error!(error = %e, "the store could not fsync its log; it takes no more writes");
+                tracing::error!(error = %e, "the store could not write its log to disk; it takes no more writes");
                 failed.store(true, Ordering::Release);
             }
         }

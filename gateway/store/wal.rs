@@ -1,7 +1,9 @@
 //! The write-ahead log: how a write becomes durable without redb flushing its B-tree pages.
 //!
 //! Every batch the writer publishes to the overlay is appended here as one record of the key/value changes
-//! it made; an fsync of the file holding it is what makes a batch durable. Every so often a checkpoint
+//! it made. The writer only stages a record in memory ([`LogFile`]); the syncer's write of what is staged,
+//! synchronous and (where the filesystem takes it) direct, is what makes a batch durable: no page cache to
+//! copy into and write back, one system call per group of batches. Every so often a checkpoint
 //! commits the overlay's frozen layer to redb, durably, with the last record's sequence number, and the
 //! log goes on in its other file, from that file's start. On open, the records after the checkpoint are
 //! replayed.
@@ -21,24 +23,29 @@
 use super::StoreError;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 const HEADER: usize = 16;
-/// Bytes of zeroes each file starts with. An fsync of a file that grew must also commit the filesystem's
-/// journal, and on ext4 (ordered mode) that first writes out every other file's newly allocated dirty
-/// pages: here, a checkpoint's pages in redb's file, which made such log fsyncs take 2-5 ms instead of
-/// 0.2. A file written within its size and allocated blocks needs no journal commit. A log file outgrows
-/// this only if the writes of a checkpoint interval (see `CHECKPOINT_INTERVAL`), or of a checkpoint commit
+/// The unit of a direct write: its file offset, its length and its buffer's address are multiples of this.
+const PAGE: usize = 4096;
+/// Bytes of zeroes each file starts with. A synchronous write to a file that grew must also commit the
+/// filesystem's journal, and on ext4 (ordered mode) that first writes out every other file's newly
+/// allocated dirty pages: here, a checkpoint's pages in redb's file, which made such log syncs take 2-5 ms
+/// instead of 0.2. A file written within its size and allocated blocks needs no journal commit. A log file
+/// outgrows this only if the writes of a checkpoint interval (see `CHECKPOINT_INTERVAL`), or of a checkpoint commit
 /// that takes longer, do: about 1,400 synchronous requests' records (~3 KiB each).
 const PREALLOCATED: usize = 4 << 20;
 /// The log's two files, in the data dir.
 pub(crate) const FILES: [&str; 2] = ["mediagate.wal.0", "mediagate.wal.1"];
 
-/// The open log: which file the next record goes to, and where. Its fsyncs are the syncer's
-/// ([`Wal::sync_handles`]).
+/// The open log: which file the next record goes to, and where. Its writes to disk are the syncer's
+/// ([`Wal::log_files`]).
 pub(crate) struct Wal {
+    /// For reading at open and emptying; records go through `log_files`.
     files: [File; 2],
+    log_files: [Arc<LogFile>; 2],
     /// Which files are [`PREALLOCATED`] zeroes already, so starting over leaves them as they are.
     empty: [bool; 2],
     current: usize,
@@ -62,6 +69,7 @@ impl Wal {
         };
         let (first, first_bytes) = open(FILES[0])?;
         let (second, second_bytes) = open(FILES[1])?;
+        let log_files = [Arc::new(LogFile::open(&dir.join(FILES[0]))?), Arc::new(LogFile::open(&dir.join(FILES[1]))?)];
         let chains = [chain(&first_bytes), chain(&second_bytes)];
         let mut records = Vec::new();
         if let Some(start) = chains.iter().position(|chain| chain.first_seq == Some(checkpoint + 1)) {
@@ -74,6 +82,7 @@ impl Wal {
         let empty = |bytes: &[u8]| bytes.len() == PREALLOCATED && bytes.iter().all(|byte| *byte == 0);
         let wal = Wal {
             files: [first, second],
+            log_files,
             empty: [empty(&first_bytes), empty(&second_bytes)],
             current: 0,
             offset: 0,
@@ -91,6 +100,7 @@ impl Wal {
             file.write_all_at(&zeroes, 0).map_err(failed)?;
             file.sync_all().map_err(failed)?;
         }
+        self.log_files.iter().for_each(|file| file.restart());
         (self.empty, self.current, self.offset) = ([true; 2], 0, 0);
         Ok(())
     }
@@ -105,17 +115,18 @@ impl Wal {
         self.offset
     }
 
-    /// The file the next record goes to, as [`Wal::sync_handles`] orders them.
+    /// The file the next record goes to, as [`Wal::log_files`] orders them.
     pub(crate) fn current(&self) -> usize {
         self.current
     }
 
-    /// Handles on the two files for fsyncs, which cover every record written to a file before they start.
-    pub(crate) fn sync_handles(&self) -> Result<[File; 2], StoreError> {
-        Ok([self.files[0].try_clone().map_err(failed)?, self.files[1].try_clone().map_err(failed)?])
+    /// The two files as the syncer writes them: a write covers every record staged in the file before it.
+    pub(crate) fn log_files(&self) -> [Arc<LogFile>; 2] {
+        self.log_files.clone()
     }
 
-    /// Writes `record` (not yet fsynced) and empties it for the next.
+    /// Stages `record` in the current file (not on disk yet: see [`LogFile::write_out`]) and empties it for
+    /// the next.
     pub(crate) fn append(&mut self, record: &mut Record) -> Result<(), StoreError> {
         let seq = self.next_seq;
         self.empty[self.current] = false;
@@ -126,7 +137,7 @@ impl Wal {
         header[..4].copy_from_slice(&u32::try_from(changes.len() + 8).map_err(too_large)?.to_le_bytes());
         header[4..8].copy_from_slice(&crc.finalize().to_le_bytes());
         header[8..].copy_from_slice(&seq.to_le_bytes());
-        self.files[self.current].write_all_at(&record.0, self.offset).map_err(failed)?;
+        self.log_files[self.current].stage(&record.0);
         self.offset += record.0.len() as u64;
         self.next_seq += 1;
         record.0.truncate(HEADER);
@@ -135,13 +146,114 @@ impl Wal {
 
     /// Goes on at the other file's start, once a checkpoint of every record so far is under way and the
     /// checkpoint before it is durable (the other file's records are all in that one); returns the file
-    /// left, whose last records may still need an fsync. The old bytes stay until overwritten (so the file
-    /// keeps its size and an fsync needs no metadata update); a chain never reads past the first record
+    /// left, whose last records may still need a sync. The old bytes stay until overwritten (so the file
+    /// keeps its size and a sync needs no metadata update); a chain never reads past the first record
     /// that does not carry the next sequence number.
     pub(crate) fn switch(&mut self) -> usize {
         let left = self.current;
         (self.current, self.offset) = (1 - left, 0);
+        self.log_files[self.current].restart();
         left
+    }
+
+    /// Writes out both files' staged records, as the syncer would.
+    #[cfg(test)]
+    fn write_out(&self) -> std::io::Result<()> {
+        let mut scratch = Scratch::default();
+        self.log_files.iter().try_for_each(|file| file.write_out(&mut scratch))
+    }
+}
+
+/// One of the log's files as the syncer writes it: the records staged since its last write, from the start
+/// of the page they begin in.
+pub(crate) struct LogFile {
+    /// Opened for synchronous writes (`O_DSYNC`: each is durable when it returns), and direct ones
+    /// (`O_DIRECT`: no page cache) where the filesystem takes them.
+    file: File,
+    staged: Mutex<Staged>,
+}
+
+#[derive(Default)]
+struct Staged {
+    /// Counts the log's starts in this file: bytes written out from an earlier one do not trim newer ones.
+    cycle: u64,
+    /// The file offset of `bytes[0]`: a page boundary.
+    offset: u64,
+    bytes: Vec<u8>,
+    /// How many of `bytes` are on disk already (the head of a page the next write rewrites).
+    written: usize,
+}
+
+impl LogFile {
+    fn open(path: &Path) -> Result<LogFile, StoreError> {
+        let io = |e: std::io::Error| StoreError::new(format!("write-ahead log {}: {e}", path.display()));
+        let open = |flags| File::options().read(true).write(true).custom_flags(flags).open(path).map_err(io);
+        #[cfg(target_os = "linux")]
+        if let Ok(file) = open(libc::O_DSYNC | libc::O_DIRECT) {
+            // Some filesystems take the flag and refuse direct I/O itself: a read tells.
+            let mut probe = Scratch::default();
+            if file.read_at(probe.page_aligned(PAGE), 0).is_ok() {
+                return Ok(LogFile { file, staged: Mutex::default() });
+            }
+        }
+        tracing::info!(path = %path.display(), "no direct I/O on this filesystem: the log goes through the page cache");
+        Ok(LogFile { file: open(libc::O_DSYNC)?, staged: Mutex::default() })
+    }
+
+    fn staged(&self) -> std::sync::MutexGuard<'_, Staged> {
+        self.staged.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a record after the ones staged.
+    fn stage(&self, record: &[u8]) {
+        self.staged().bytes.extend_from_slice(record);
+    }
+
+    /// The log starts over at the file's start: what was staged is dropped (a durable checkpoint holds it).
+    fn restart(&self) {
+        let mut staged = self.staged();
+        *staged = Staged { cycle: staged.cycle + 1, ..Staged::default() };
+    }
+
+    /// Writes what is staged, zero-padded to whole pages, and returns once it is durable. The page the staged
+    /// bytes begin in is written whole again, its durable head unchanged: a write a crash tears leaves
+    /// that head as it was whichever of its sectors landed.
+    pub(crate) fn write_out(&self, scratch: &mut Scratch) -> std::io::Result<()> {
+        let (cycle, offset, len, buffer) = {
+            let staged = self.staged();
+            let len = staged.bytes.len();
+            if len == staged.written {
+                return Ok(());
+            }
+            let buffer = scratch.page_aligned(len.next_multiple_of(PAGE));
+            buffer[..len].copy_from_slice(&staged.bytes);
+            buffer[len..].fill(0);
+            (staged.cycle, staged.offset, len, buffer)
+        };
+        self.file.write_all_at(buffer, offset)?;
+        let mut staged = self.staged();
+        if staged.cycle == cycle {
+            // Whole pages are done; the last, partial one is written again with what follows it.
+            let done = len / PAGE * PAGE;
+            staged.bytes.drain(..done);
+            staged.offset += done as u64;
+            staged.written = len - done;
+        }
+        Ok(())
+    }
+}
+
+/// A buffer whose usable part begins at a page boundary, for direct writes; kept from write to write.
+#[derive(Default)]
+pub(crate) struct Scratch(Vec<u8>);
+
+impl Scratch {
+    fn page_aligned(&mut self, len: usize) -> &mut [u8] {
+        if self.0.len() < len + PAGE {
+            self.0 = vec![0; (len + PAGE).next_power_of_two()];
+        }
+        let skip = (PAGE - self.0.as_ptr().addr() % PAGE) % PAGE;
+        &mut self.0[skip..skip + len]
     }
 }
 
@@ -304,17 +416,21 @@ mod tests {
         for key in ["a", "b", "c"] {
             wal.append(&mut changes(key)).unwrap();
         }
+        assert!(Wal::open(dir.path(), 0).unwrap().1.is_empty(), "staged, not on disk yet");
+        wal.write_out().unwrap();
         assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c"]);
         // Checkpointed at 3, the log goes on in the other file: a checkpoint at 3 replays only what
-        // follows, one still at 0 (its fsync did not finish) the first file and then the second.
+        // follows, one still at 0 (its sync did not finish) the first file and then the second.
         assert_eq!(wal.switch(), 0);
         wal.append(&mut changes("d")).unwrap();
+        wal.write_out().unwrap();
         assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d"]);
         assert_eq!(keys(&Wal::open(dir.path(), 0).unwrap().1), ["a", "b", "c", "d"]);
         // Checkpointed at 4, back in the first file over its first record: the old ones after it are of an
         // earlier cycle and never replayed, nor is the second file, whose chain starts before the checkpoint.
         assert_eq!(wal.switch(), 1);
         wal.append(&mut changes("e")).unwrap();
+        wal.write_out().unwrap();
         assert_eq!(keys(&Wal::open(dir.path(), 4).unwrap().1), ["e"]);
         assert_eq!(keys(&Wal::open(dir.path(), 3).unwrap().1), ["d", "e"]);
         assert!(Wal::open(dir.path(), 5).unwrap().1.is_empty());
@@ -331,10 +447,35 @@ mod tests {
     }
 
     #[test]
+    fn records_written_out_a_piece_at_a_time_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), 0).unwrap();
+        wal.start_over().unwrap();
+        // Records of about 3 KiB: each write out ends mid-page, and the next one writes that page again.
+        let big = |key: &str| {
+            let mut record = Record::default();
+            record.push("tasks", key.as_bytes(), Some(&[7; 3000]));
+            record
+        };
+        let written: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
+        for (i, key) in written.iter().enumerate() {
+            wal.append(&mut big(key)).unwrap();
+            if i % 2 == 0 {
+                wal.write_out().unwrap();
+            }
+        }
+        wal.write_out().unwrap();
+        let (_, records) = Wal::open(dir.path(), 0).unwrap();
+        assert_eq!(keys(&records), written);
+        assert!(records.iter().all(|r| decode_changes(r).unwrap()[0].value == Some(&[7; 3000][..])));
+    }
+
+    #[test]
     fn the_next_record_follows_the_replayed_ones_and_starting_over_empties_the_files() {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, _) = Wal::open(dir.path(), 7).unwrap();
         wal.append(&mut changes("a")).unwrap();
+        wal.write_out().unwrap();
         let (mut wal, replay) = Wal::open(dir.path(), 7).unwrap();
         assert_eq!((replay.len(), wal.last_seq()), (1, 8));
         wal.start_over().unwrap();

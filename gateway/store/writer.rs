@@ -1,13 +1,14 @@
 //! Group commit: every write goes through one writer thread, which runs the writes waiting in its queue
-//! as one batch, so concurrent requests share the cost of an fsync. Writes in a batch run in arrival
+//! as one batch, so concurrent requests share the cost of a log sync. Writes in a batch run in arrival
 //! order and see each other, as if they ran one by one.
 //!
 //! A batch never touches redb's file: its changes are appended to the write-ahead log (`wal`) as one
-//! record and published to the in-memory overlay (`overlay`), where every reader sees them at once; an
-//! fsync of the log, on the syncer's thread (`syncer`) while the writer goes on with the next batch, is
-//! what makes it durable. A write is either [`Commit::Durable`] (its caller hears back only once the log
-//! holding it is fsynced) or [`Commit::Deferred`] (its caller hears back once it is published; it reaches
-//! the disk with the next fsync, which every code path that answers a client waits for). A batch of
+//! record and published to the in-memory overlay (`overlay`), where every reader sees them at once; the
+//! log's sync (a synchronous write of what it staged, on the syncer's thread (`syncer`) while the writer
+//! goes on with the next batch) is what makes it durable. A write is either [`Commit::Durable`] (its
+//! caller hears back only once the log holding it is synced) or [`Commit::Deferred`] (its caller hears
+//! back once it is published; it reaches the disk with the next sync, which every code path that answers a
+//! client waits for). A batch of
 //! deferred writes only is published but left out of the log for up to [`DEFER_AT_MOST`], for the next
 //! batch to log with its own: usually the durable write that ends the same request, so a request costs
 //! one log record. Every [`CHECKPOINT_INTERVAL`] the writer freezes the overlay's newest layer for the
@@ -19,7 +20,7 @@
 //!
 //! A write that fails fails alone: its changes are undone and its caller gets the error, while the rest
 //! of its batch goes on. A failure to log a batch stops the writer (what readers may have seen could
-//! not be made durable, so no later write is taken); so does a failed fsync of the log.
+//! not be made durable, so no later write is taken); so does a failed sync of the log.
 
 use super::StoreError;
 use super::checkpointer::Checkpointer;
@@ -39,7 +40,7 @@ use tokio::sync::{oneshot, watch};
 /// Most writes committed together.
 const MAX_BATCH: usize = 1024;
 /// How long deferred writes may stay published but out of the log, waiting for a batch to be logged with.
-/// A reader that shows what it read waits for them to be logged and fsynced ([`Writer::caught_up`]).
+/// A reader that shows what it read waits for them to be logged and synced ([`Writer::caught_up`]).
 const DEFER_AT_MOST: Duration = Duration::from_millis(2);
 /// A checkpoint is due once the log holds this much since the last one (the overlay's newest layer holds
 /// at most those changes)...
@@ -47,7 +48,7 @@ const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// ...or this long after the last one. Each is one durable redb commit of every key changed since (a key
 /// changed many times is written once), and bounds the overlay's memory and the log a restart after a
 /// crash replays. Short is cheaper: a small overlay keeps every read and publish in cache, and a small
-/// commit's fsync holds up the log's fsyncs for less (10 ms against 100: sync +8%, async +12%, reads +6%,
+/// commit's fsync holds up the log's syncs for less (10 ms against 100: sync +8%, async +12%, reads +6%,
 /// sync p99 at 1k req/s 1.57 -> 1.33 ms; 5 ms measured no better than 10; 1 s worse than 100 ms). Unit
 /// tests checkpoint only on close (unless they ask), so what they find on disk meanwhile is the log's doing.
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 10 });
@@ -179,7 +180,7 @@ struct Progress {
     /// The last record logged. Set before its changes are published, so a reader that sees them reads at
     /// least its number.
     visible: AtomicU64,
-    /// The last record an fsync is coming for (one holding a durable write). Set before `visible`.
+    /// The last record a sync is coming for (one holding a durable write). Set before `visible`.
     syncing: AtomicU64,
     /// Deferred writes are published but not logged yet. Set before they are published.
     open: AtomicBool,
@@ -254,7 +255,7 @@ impl Writer {
 
     /// Resolves once every write published so far is durable: for answers that show stored state, which
     /// must not show what a crash could still undo. Immediate when nothing is pending; otherwise it waits
-    /// for the fsync under way, or asks for one (which also logs deferred writes not logged yet).
+    /// for the sync under way, or asks for one (which also logs deferred writes not logged yet).
     pub(crate) async fn caught_up(&self) -> Result<(), StoreError> {
         if self.progress.open.load(Ordering::Acquire) {
             return self.queue(Commit::Durable, |_| Ok(())).await;
@@ -330,7 +331,7 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
             }
         }
         if writing.syncer.failed() {
-            deliver(batch, &Err(StoreError::new("the store could not fsync its log; it takes no more writes")));
+            deliver(batch, &Err(StoreError::new("the store could not write its log to disk; it takes no more writes")));
             return;
         }
         let closes = batch.iter().any(|job| job.closes());
@@ -340,7 +341,7 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
         };
         if closes {
             let outcome = writing.close();
-            drop(writing); // the fsyncs under way finish and their writes hear back first
+            drop(writing); // the syncs under way finish and their writes hear back first
             deliver(batch, &outcome);
             return;
         }
@@ -429,7 +430,7 @@ impl Writing<'_> {
         Ok(done)
     }
 
-    /// Logs the writes left unlogged, if any, as one record (no fsync: the durable write that asked, or the
+    /// Logs the writes left unlogged, if any, as one record (no sync: the durable write that asked, or the
     /// next one, covers them).
     fn log_unlogged(&mut self) -> Result<(), StoreError> {
         if self.unlogged.is_empty() {
@@ -451,12 +452,12 @@ impl Writing<'_> {
         }
         // Deferred writes not logged yet stay unlogged, for the next record, in the other file: the layer
         // frozen holds them too, so the checkpoint also commits them, and replaying them after it changes
-        // nothing. The left file then usually ends in a durable write's record, whose fsync is coming.
+        // nothing. The left file then usually ends in a durable write's record, whose sync is coming.
         self.view = None; // it holds the layer frozen, not the one that takes the writes from now on
         self.checkpointer.start_one(self.overlay.freeze(), self.wal.last_seq());
         self.last_checkpoint = Instant::now();
         let left = self.wal.switch();
-        // Its last record may be of deferred writes no fsync was asked for yet (none is coming for it), and
+        // Its last record may be of deferred writes no sync was asked for yet (none is coming for it), and
         // later records are durable only once it is.
         if self.progress.syncing.load(Ordering::Acquire) < self.wal.last_seq() {
             self.syncer.sync(left, self.wal.last_seq(), Vec::new());
