@@ -12,7 +12,7 @@ use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
-use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
+use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, StoredTask, TaskRecord, TaskStatus};
 use crate::tasks::{self, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
@@ -61,9 +61,8 @@ pub async fn submit(
     // Deferred: the task and its hold reach the disk with the durable write that ends this request (the
     // upstream task id, or the settlement), before any response names the task. A crash before then
     // leaves nothing: no client heard of the task, and no hold stays stranded.
-    let (inserted, task) = state.store.add_task(task, idem, Some(hold), Commit::Deferred).await?;
-    match inserted {
-        Inserted::Stored => {}
+    let task = match state.store.add_task(task, idem, Some(hold), Commit::Deferred).await? {
+        Inserted::Stored(task) => task,
         Inserted::Duplicate(existing) => {
             let body_hash = idempotency.as_ref().map(|(_, h)| h.as_str()).unwrap_or_default();
             return replay(&state, &caller, endpoint, body_hash, &existing).await;
@@ -86,7 +85,7 @@ pub async fn submit(
             )
             .with_param("model"));
         }
-    }
+    };
     reserved.keep();
     crate::metrics::task_accepted();
     match admitted.model.task_mode {
@@ -193,10 +192,11 @@ async fn run_sync(
     state: web::Data<AppState>,
     req: &HttpRequest,
     endpoint: &EndpointSpec,
-    task: TaskRecord,
+    task: Box<StoredTask>,
     admitted: &Admitted,
 ) -> Result<HttpResponse, ApiError> {
-    let mut guard = DropGuard { state: Some(state.clone()), task_id: task.task_id.clone() };
+    let task_id = task.record.task_id.clone();
+    let mut guard = DropGuard { state: Some(state.clone()), task_id: task_id.clone() };
     crate::metrics::upstream_call("create");
     let call = client::create(&state.upstreams, admitted.model, &admitted.envelope);
     // actix-web keeps running a handler after its client closed the connection: watch the socket meanwhile.
@@ -205,7 +205,7 @@ async fn run_sync(
             answer = call => answer,
             () = peer.gone() => {
                 guard.state = None;
-                abandon(&state, &task.task_id).await?;
+                abandon(&state, &task_id).await?;
                 return Err(ApiError::new(ErrorCode::client_closed_request, "The client closed the connection."));
             }
         },
@@ -216,14 +216,14 @@ async fn run_sync(
         Ok(answer) => answer,
         Err(error) => {
             crate::metrics::upstream_error("create");
-            tasks::fail(&state, &task.task_id, &error.code(), "the upstream refused the request").await?;
+            tasks::fail(&state, &task_id, &error.code(), "the upstream refused the request").await?;
             return Err(error.into());
         }
     };
     let reported: results::Reported = match answer.read() {
         Ok(reported) => reported,
         Err(error) => {
-            tasks::fail(&state, &task.task_id, &error.code(), "the upstream answered something unreadable").await?;
+            tasks::fail(&state, &task_id, &error.code(), "the upstream answered something unreadable").await?;
             return Err(error.into());
         }
     };

@@ -21,7 +21,9 @@ mod wal;
 mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
-pub use tasks::{Hold, IdempotencyRecord, Inserted, TaskError, TaskRecord, TaskRef, TaskResult, TaskStatus};
+pub use tasks::{
+    Hold, IdempotencyRecord, Inserted, StoredTask, TaskError, TaskRecord, TaskRef, TaskResult, TaskStatus,
+};
 pub use tx::Tx;
 pub use writer::{Commit, Pending};
 
@@ -253,7 +255,11 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut task = settled_task();
         (task.status, task.billing) = (TaskStatus::Running, None);
-        let (_, stored) = runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+        let Inserted::Stored(stored) =
+            runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap()
+        else {
+            panic!("not stored")
+        };
         let running = [TaskStatus::Running];
         let change = |task: TaskRef, status| {
             let pending = store.change_task(task, &running, Commit::Durable, move |t| t.status = status);

@@ -71,7 +71,7 @@ pub struct Hold {
 /// What `add_task` did.
 #[derive(Debug)]
 pub enum Inserted {
-    Stored,
+    Stored(Box<StoredTask>),
     /// The idempotency key was already used; nothing was written.
     Duplicate(IdempotencyRecord),
     /// The account cannot fund the hold; nothing was written.
@@ -86,13 +86,20 @@ pub struct IdempotencyRecord {
     pub task_id: String,
 }
 
+/// A task as a write stored it, with the bytes it is stored as.
+#[derive(Debug, Clone)]
+pub struct StoredTask {
+    pub record: TaskRecord,
+    bytes: Vec<u8>,
+}
+
 /// The task a change is for.
 #[derive(Debug)]
 pub enum TaskRef {
     Id(String),
-    /// The record as the caller last had it from the store: while the stored bytes are still its encoding
-    /// (one encode and a compare), they are not decoded.
-    AsStored(Box<TaskRecord>),
+    /// The task as the caller last had it from the store: while the stored bytes are still the same (a
+    /// compare), they are neither decoded nor the record encoded again.
+    AsStored(Box<StoredTask>),
 }
 
 impl From<&str> for TaskRef {
@@ -101,9 +108,9 @@ impl From<&str> for TaskRef {
     }
 }
 
-impl From<TaskRecord> for TaskRef {
-    fn from(task: TaskRecord) -> TaskRef {
-        TaskRef::AsStored(Box::new(task))
+impl From<Box<StoredTask>> for TaskRef {
+    fn from(task: Box<StoredTask>) -> TaskRef {
+        TaskRef::AsStored(task)
     }
 }
 
@@ -145,7 +152,7 @@ pub struct TaskRecord {
 
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
-    /// funds, committed as `commit` asks; resolves to what was decided and the task as stored (with its
+    /// funds, committed as `commit` asks; resolves to what was decided, with the task as stored (with its
     /// hold). Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
     pub fn add_task(
         &self,
@@ -153,7 +160,7 @@ impl Store {
         idempotency: Option<(String, IdempotencyRecord)>,
         hold: Option<Hold>,
         commit: Commit,
-    ) -> Pending<(Inserted, TaskRecord)> {
+    ) -> Pending<Inserted> {
         self.queue(commit, move |tx: &Tx| {
             // Every refusal is decided before the first write, so a refused insert writes nothing.
             if let Some((key, _)) = &idempotency {
@@ -161,14 +168,14 @@ impl Store {
                 let existing: Option<IdempotencyRecord> =
                     table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
                 if let Some(existing) = existing {
-                    return Ok((Inserted::Duplicate(existing), new));
+                    return Ok(Inserted::Duplicate(existing));
                 }
             }
             let split = match hold {
                 Some(hold) => {
                     match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
                         Ok(split) => split,
-                        Err(shortfall) => return Ok((Inserted::Shortfall(shortfall), new)),
+                        Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
                     }
                 }
                 None => Vec::new(),
@@ -193,11 +200,12 @@ impl Store {
                     billing.hold = split;
                 }
             }
-            tx.open_table(TASKS)?.insert(new.task_id.as_str(), encode(&new)?.as_slice())?;
+            let bytes = encode(&new)?;
+            tx.open_table(TASKS)?.insert(new.task_id.as_str(), bytes.as_slice())?;
             if !new.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
-            Ok((Inserted::Stored, new))
+            Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes })))
         })
     }
 
@@ -221,11 +229,11 @@ impl Store {
         self.queue(commit, move |tx: &Tx| {
             let (task_id, known) = match task {
                 TaskRef::Id(id) => (id, None),
-                TaskRef::AsStored(record) => (record.task_id.clone(), Some(record)),
+                TaskRef::AsStored(task) => (task.record.task_id.clone(), Some(task)),
             };
             let mut tasks = tx.open_table(TASKS)?;
             let current = match (tasks.get(task_id.as_str())?, known) {
-                (Some(stored), Some(known)) if stored.value() == encode(&known)? => Some(*known),
+                (Some(stored), Some(known)) if stored.value() == known.bytes.as_slice() => Some(known.record),
                 (stored, _) => stored.map(|v| decode::<TaskRecord>(v.value())).transpose()?,
             };
             let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };

@@ -13,7 +13,7 @@ use crate::catalog::TaskMode;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
-use crate::store::{Commit, TaskError, TaskRecord, TaskRef, TaskStatus};
+use crate::store::{Commit, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, Answer};
 use actix_web::web;
@@ -111,11 +111,11 @@ pub fn acceptance(task: &TaskRecord) -> Value {
 /// A refused forward ends the task as `failed` before the client hears of it.
 pub async fn forward_async(
     state: &web::Data<AppState>,
-    task: TaskRecord,
+    task: Box<StoredTask>,
     admitted: &Admitted,
 ) -> Result<TaskRecord, ApiError> {
     let answer = create_with_retry(state, admitted).await;
-    let task_id = task.task_id.clone();
+    let task_id = task.record.task_id.clone();
     match answer {
         Ok(answer) => {
             let reported = answer.read::<results::Reported>().ok();
