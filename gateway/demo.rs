@@ -49,7 +49,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     let mut upstreams = Upstreams::default();
     for region in regions {
         let base = simulator.region_base_url(region);
-        upstreams.insert(region, RegionUpstream::new(&base, vec![upstream_key(region)], Duration::from_secs(30)));
+        upstreams.insert(region, RegionUpstream::new(&base, &[upstream_key(region)], Duration::from_secs(30))?);
     }
     let state = server::build_state(config, upstreams).map_err(|e| e.to_string())?;
     let key = demo_key(&state.store, &options)?;

@@ -4,6 +4,7 @@
 use super::errors::UpstreamError;
 use crate::catalog::{ModelSpec, TaskMode};
 use crate::config::Config;
+use awc::http::header::{AUTHORIZATION, HeaderValue};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,35 +15,48 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct RegionUpstream {
     pub base_url: String,
-    keys: Vec<String>,
+    /// `Authorization` of each key, built once (marked sensitive: never shown in a debug print).
+    authorizations: Vec<HeaderValue>,
     next_key: AtomicUsize,
     pub timeout: Duration,
 }
 
 impl RegionUpstream {
-    pub fn new(base_url: &str, keys: Vec<String>, timeout: Duration) -> RegionUpstream {
-        RegionUpstream {
+    pub fn new(base_url: &str, keys: &[String], timeout: Duration) -> Result<RegionUpstream, String> {
+        let authorizations = keys
+            .iter()
+            .enumerate()
+            .map(|(index, key)| {
+                let mut value = HeaderValue::try_from(format!("Bearer {key}"))
+                    .map_err(|_| format!("upstream key {} of {base_url} is not a valid header value", index + 1))?;
+                value.set_sensitive(true);
+                Ok(value)
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(RegionUpstream {
             base_url: base_url.trim_end_matches('/').to_string(),
-            keys,
+            authorizations,
             next_key: AtomicUsize::new(0),
             timeout,
-        }
+        })
     }
 
     /// Keys of the region; their query limits add up.
     pub fn key_count(&self) -> usize {
-        self.keys.len()
+        self.authorizations.len()
     }
 
     /// Round-robin over the region's keys.
-    fn key(&self) -> &str {
-        let i = self.next_key.fetch_add(1, Ordering::Relaxed);
-        self.key_at(i)
+    fn key(&self) -> usize {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Key `index` (modulo the key count), for callers that pace each key themselves.
-    fn key_at(&self, index: usize) -> &str {
-        self.keys.get(index % self.keys.len().max(1)).map_or("", String::as_str)
+    /// The `Authorization` of key `index` (modulo the key count).
+    fn authorization(&self, index: usize) -> HeaderValue {
+        self.authorizations
+            .get(index % self.authorizations.len().max(1))
+            .cloned()
+            .unwrap_or(HeaderValue::from_static(""))
     }
 }
 
@@ -82,7 +96,9 @@ impl Upstreams {
                 ));
             }
             let timeout = Duration::from_secs(upstream.timeout_seconds);
-            regions.insert(region.clone(), RegionUpstream::new(&upstream.base_url, keys, timeout));
+            let upstream = RegionUpstream::new(&upstream.base_url, &keys, timeout)
+                .map_err(|e| format!("config: upstream `{region}`: {e}"))?;
+            regions.insert(region.clone(), upstream);
         }
         for (model, region) in &config.model_regions {
             let Some(spec) = ModelSpec::find(model) else {
@@ -142,17 +158,17 @@ fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc
     call_with_key(upstream, upstream.key(), method, path)
 }
 
-fn call_with_key(upstream: &RegionUpstream, key: &str, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Method, path: &str) -> awc::ClientRequest {
     client()
         .request(method, format!("{}/api/v1{path}", upstream.base_url))
         .timeout(upstream.timeout)
-        .insert_header(("Authorization", format!("Bearer {key}")))
+        .insert_header((AUTHORIZATION, upstream.authorization(key)))
 }
 
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
 pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
-    answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await
+    answer(call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
 }
 
 /// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
@@ -216,8 +232,7 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
         request.page_no.max(1),
         request.page_size.max(1)
     );
-    let (status, body) =
-        raw_answer(call_with_key(upstream, upstream.key_at(key), awc::http::Method::GET, &path).send().await).await?;
+    let (status, body) = raw_answer(call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await?;
     if !(200..300).contains(&status) {
         return Err(error_of(status, &body));
     }
@@ -315,9 +330,21 @@ where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
     let (status, body) = raw_answer(sent).await?;
+    checked(status, body)
+}
+
+/// The answer, or the upstream's error it carries.
+fn checked(status: u16, body: bytes::Bytes) -> Result<Answer, UpstreamError> {
+    let success = (200..300).contains(&status);
+    // A 2xx answer whose bytes hold no `"code"` (nor an escape that could spell it) has no top-level `code`:
+    // it is a result, and only its reader parses it.
+    let holds = |needle: &[u8]| memchr::memmem::find(&body, needle).is_some();
+    if success && !holds(b"\"code\"") && !holds(b"\\u") {
+        return Ok(Answer(body));
+    }
     let verdict: Verdict = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
     // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
-    if !(200..300).contains(&status) || (verdict.code.is_some() && verdict.output.is_none()) {
+    if !success || (verdict.code.is_some() && verdict.output.is_none()) {
         return Err(error_from(status, verdict));
     }
     Ok(Answer(body))
@@ -348,4 +375,26 @@ fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
     let code = verdict.code.map_or_else(|| "UnknownError".into(), Cow::into_owned);
     let message = verdict.message.map(Cow::into_owned).unwrap_or_default();
     UpstreamError::Answered { status, code, message }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn verdict(status: u16, body: &'static str) -> Result<(), String> {
+        checked(status, bytes::Bytes::from_static(body.as_bytes())).map(drop).map_err(|e| e.code())
+    }
+
+    #[test]
+    fn an_answer_is_an_error_when_not_2xx_or_a_top_level_code_comes_without_output() {
+        assert_eq!(verdict(200, r#"{"request_id":"r","output":{"task_id":"t"}}"#), Ok(()));
+        assert_eq!(verdict(200, r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed"}}"#), Ok(()));
+        assert_eq!(verdict(200, r#"{"code":"Throttling","message":"slow down"}"#), Err("Throttling".into()));
+        // A key spelled with an escape is still the key.
+        assert_eq!(verdict(200, r#"{"\u0063ode":"Throttling"}"#), Err("Throttling".into()));
+        assert_eq!(verdict(400, r#"{"code":"InvalidParameter","message":"bad"}"#), Err("InvalidParameter".into()));
+        assert_eq!(verdict(500, r#"{"output":{}}"#), Err("UnknownError".into()));
+        assert_eq!(verdict(502, "<html>bad gateway</html>"), Err("UpstreamMalformed".into()));
+    }
 }
