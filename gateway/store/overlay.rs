@@ -83,7 +83,7 @@ impl Changes {
     /// One table's changes in its key order.
     pub(crate) fn sorted(&self, table: usize) -> Vec<(&[u8], Option<&[u8]>)> {
         let mut entries: Vec<_> = self.tables[table].iter().map(|(k, v)| (&**k, v.as_deref())).collect();
-        entries.sort_by(|a, b| ALL[table].compare(a.0, b.0));
+        entries.sort_unstable_by(|a, b| ALL[table].compare(a.0, b.0));
         entries
     }
 }
