@@ -61,18 +61,28 @@ impl Changes {
         }
     }
 
-    /// Takes over every change of `newer`, which wins where both changed a key.
-    fn absorb(&mut self, newer: Changes) {
-        for (table, entries) in newer.tables.into_iter().enumerate() {
-            self.tables[table].extend(entries);
+    /// Takes over every change of `newer`, which wins where both changed a key, and leaves it empty with its
+    /// room kept.
+    fn absorb(&mut self, newer: &mut Changes) {
+        for (table, entries) in newer.tables.iter_mut().enumerate() {
+            self.tables[table].extend(entries.drain());
         }
-        for (table, greatest) in newer.greatest.into_iter().enumerate() {
-            if let Some(key) = greatest {
+        for (table, greatest) in newer.greatest.iter_mut().enumerate() {
+            if let Some(key) = greatest.take() {
                 let ours = self.greatest[table].as_deref();
                 if ours.is_none_or(|g| ALL[table].compare(&key, g).is_gt()) {
                     self.greatest[table] = Some(key);
                 }
             }
+        }
+    }
+
+    /// No change, and room for as many as these.
+    fn room(&self) -> Changes {
+        let hasher = foldhash::fast::RandomState::default;
+        Changes {
+            tables: std::array::from_fn(|table| Entries::with_capacity_and_hasher(self.tables[table].len(), hasher())),
+            greatest: Default::default(),
         }
     }
 
@@ -117,8 +127,8 @@ impl Overlay {
         Ok(View { layers: layers.iter().cloned().collect(), read: db.begin_read()?, last_stored: Default::default() })
     }
 
-    /// Makes a batch's changes visible.
-    pub(crate) fn publish(&self, changes: Changes) {
+    /// Makes a batch's changes visible; `changes` is left empty, its room kept for the next batch.
+    pub(crate) fn publish(&self, changes: &mut Changes) {
         if let Some(newest) = self.layers().front() {
             newest.0.write().unwrap_or_else(PoisonError::into_inner).absorb(changes);
         }
@@ -129,10 +139,12 @@ impl Overlay {
         self.layers().len() > 1
     }
 
-    /// Freezes the newest layer (a new empty one takes the writer's batches) and returns it.
+    /// Freezes the newest layer (a new empty one, with room for as many changes, takes the writer's
+    /// batches) and returns it.
     pub(crate) fn freeze(&self) -> Arc<Layer> {
         let mut layers = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        layers.push_front(Arc::default());
+        let room = layers.front().map(|newest| newest.changes().room()).unwrap_or_default();
+        layers.push_front(Arc::new(Layer(RwLock::new(room))));
         layers[1].clone()
     }
 

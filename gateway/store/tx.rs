@@ -29,9 +29,10 @@ pub(crate) struct Mark {
 }
 
 impl<'v> Tx<'v> {
-    /// A transaction over `view` that adds its changes to `log` (after what it holds already).
-    pub(crate) fn new(view: &'v View, log: wal::Record) -> Tx<'v> {
-        Tx { view, staged: RefCell::default(), log: RefCell::new(log), undo: RefCell::default() }
+    /// A transaction over `view` that stages its changes in `staged` (empty) and adds them to `log` (after
+    /// what it holds already).
+    pub(crate) fn new(view: &'v View, staged: Changes, log: wal::Record) -> Tx<'v> {
+        Tx { view, staged: RefCell::new(staged), log: RefCell::new(log), undo: RefCell::default() }
     }
 
     pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(

@@ -24,7 +24,7 @@
 
 use super::StoreError;
 use super::checkpointer::Checkpointer;
-use super::overlay::{Overlay, View};
+use super::overlay::{Changes, Overlay, View};
 use super::syncer::Syncer;
 use super::tx::Tx;
 use super::wal::{Record, Wal};
@@ -221,6 +221,7 @@ impl Writer {
                         view: None,
                         last_checkpoint: Instant::now(),
                         unlogged: Record::default(),
+                        staged: Changes::default(),
                         unlogged_since: Instant::now(),
                     };
                     run(writing, &jobs);
@@ -300,6 +301,8 @@ struct Writing<'a> {
     /// Deferred writes published but not logged yet (see [`DEFER_AT_MOST`]), and since when; the next
     /// batch's changes are added to the same record.
     unlogged: Record,
+    /// Where a batch stages its changes: empty between batches, its room kept.
+    staged: Changes,
     unlogged_since: Instant,
 }
 
@@ -396,7 +399,7 @@ impl Writing<'_> {
         if self.unlogged.is_empty() {
             self.unlogged_since = Instant::now();
         }
-        let tx = Tx::new(&view, std::mem::take(&mut self.unlogged));
+        let tx = Tx::new(&view, std::mem::take(&mut self.staged), std::mem::take(&mut self.unlogged));
         let mut done = Vec::with_capacity(batch.len());
         for mut job in batch {
             let mark = tx.mark();
@@ -408,24 +411,24 @@ impl Writing<'_> {
                 }
             }
         }
-        let staged;
-        (staged, self.unlogged) = tx.finish();
+        (self.staged, self.unlogged) = tx.finish();
         self.view = Some(view);
         let durable = done.iter().any(|job| job.commit() == Commit::Durable);
         let must_log = durable || done.iter().any(|job| job.closes());
-        if !staged.is_empty() && !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
+        let changed = !self.staged.is_empty();
+        if changed && !must_log && self.unlogged_since.elapsed() < DEFER_AT_MOST {
             self.progress.open.store(true, Ordering::Release);
-            self.overlay.publish(staged);
+            self.overlay.publish(&mut self.staged);
             return Ok(done);
         }
-        if must_log || !staged.is_empty() {
+        if must_log || changed {
             if durable && !self.unlogged.is_empty() {
                 self.progress.syncing.store(self.wal.last_seq() + 1, Ordering::Release);
             }
             self.log_unlogged()?;
         }
-        if !staged.is_empty() {
-            self.overlay.publish(staged);
+        if changed {
+            self.overlay.publish(&mut self.staged);
         }
         Ok(done)
     }
