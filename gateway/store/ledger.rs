@@ -101,7 +101,7 @@ pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
 }
 
 /// Appends entries and updates the cached sums, inside the caller's transaction.
-pub(crate) fn append(tx: &Tx, postings: &[Posting]) -> Result<(), StoreError> {
+pub(crate) fn append(tx: &Tx, postings: Vec<Posting>) -> Result<(), StoreError> {
     if postings.is_empty() {
         return Ok(());
     }
@@ -112,22 +112,22 @@ pub(crate) fn append(tx: &Tx, postings: &[Posting]) -> Result<(), StoreError> {
     for (seq, p) in (first..).zip(postings) {
         let entry = Entry {
             seq,
-            account: p.account.clone(),
+            account: p.account,
             kind: p.kind,
             pot: p.pot,
             delta: p.delta,
-            task_id: p.task_id.clone(),
+            task_id: p.task_id,
             at_ms: now,
-            note: p.note.clone(),
+            note: p.note,
         };
         ledger.insert(seq, encode(&entry)?.as_slice())?;
         let mut funds: Funds =
-            funds_table.get(p.account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
-        funds.add(p.pot, p.delta);
-        if funds.get(p.pot) < 0 {
-            return Err(StoreError::new(format!("ledger: {} pot {:?} would go negative", p.account, p.pot)));
+            funds_table.get(entry.account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
+        funds.add(entry.pot, entry.delta);
+        if funds.get(entry.pot) < 0 {
+            return Err(StoreError::new(format!("ledger: {} pot {:?} would go negative", entry.account, entry.pot)));
         }
-        funds_table.insert(p.account.as_str(), encode(&funds)?.as_slice())?;
+        funds_table.insert(entry.account.as_str(), encode(&funds)?.as_slice())?;
     }
     Ok(())
 }
@@ -168,7 +168,7 @@ impl Store {
     /// Appends entries on their own (top-ups, grants, plans).
     pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
         let postings = postings.to_vec();
-        self.write(move |tx| append(tx, &postings))
+        self.write(move |tx| append(tx, postings))
     }
 
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {

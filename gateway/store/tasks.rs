@@ -195,7 +195,7 @@ impl Store {
                         note: new.model.clone(),
                     })
                     .collect();
-                ledger::append(tx, &postings)?;
+                ledger::append(tx, postings)?;
                 if let Some(billing) = new.billing.as_mut() {
                     billing.hold = split;
                 }
@@ -242,7 +242,7 @@ impl Store {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
                 if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, &postings)?;
+                    ledger::append(tx, postings)?;
                     ledger::log_usage(tx, &usage)?;
                 }
             }
