@@ -3,10 +3,9 @@
 //! Every batch the writer publishes to the overlay is appended here as one record of the key/value changes
 //! it made. The writer only stages a record in memory ([`LogFile`]); the syncer's write of what is staged,
 //! synchronous and (where the filesystem takes it) direct, is what makes a batch durable: no page cache to
-//! copy into and write back, one system call per group of batches. Every so often a checkpoint
-//! commits the overlay's frozen layer to redb, durably, with the last record's sequence number, and the
-//! log goes on in its other file, from that file's start. On open, the records after the checkpoint are
-//! replayed.
+//! copy into and write back, one system call per group of batches. Every so often a checkpoint commits the
+//! overlay's frozen layer to redb, durably, with the last record's sequence number, and the log goes on in
+//! its other file, from that file's start. On open, the records after the checkpoint are replayed.
 //!
 //! Two files, because a checkpoint is committed in the background (`checkpointer`): until it is durable,
 //! the records it holds must stay, so the log moves to the other file instead of starting over in this

@@ -7,13 +7,12 @@
 //! log's sync (a synchronous write of what it staged, on the syncer's thread (`syncer`) while the writer
 //! goes on with the next batch) is what makes it durable. A write is either [`Commit::Durable`] (its
 //! caller hears back only once the log holding it is synced) or [`Commit::Deferred`] (its caller hears
-//! back once it is published; it reaches the disk with the next sync, which every code path that answers a
-//! client waits for). A batch of
-//! deferred writes only is published but left out of the log for up to [`DEFER_AT_MOST`], for the next
-//! batch to log with its own: usually the durable write that ends the same request, so a request costs
-//! one log record. Every [`CHECKPOINT_INTERVAL`] the writer freezes the overlay's newest layer for the
-//! checkpointer (`checkpointer`), which commits it to redb on its own thread, and the log goes on in its
-//! other file.
+//! back once it is published; it reaches the disk with the next sync, which every code path that answers
+//! a client waits for). A batch of deferred writes only is published but left out of the log for up to
+//! [`DEFER_AT_MOST`], for the next batch to log with its own: usually the durable write that ends the same
+//! request, so a request costs one log record. Every [`CHECKPOINT_INTERVAL`] the writer freezes the
+//! overlay's newest layer for the checkpointer (`checkpointer`), which commits it to redb on its own
+//! thread, and the log goes on in its other file.
 //!
 //! Async callers wait without a thread of their own ([`Pending`] is a future); the CLI and tools block.
 //! A reader that must not show what is not durable yet awaits [`Writer::caught_up`].
