@@ -259,7 +259,7 @@ async fn run_sync(
             })
         }
         SyncResponse::Upstream => {
-            let mut body = upstream_shape(answer.value()?, &finished.request_id);
+            let mut body = upstream_shape(answer.read()?, &finished.request_id);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }

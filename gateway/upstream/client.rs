@@ -299,18 +299,14 @@ pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result
     answer(call(upstream, awc::http::Method::POST, &format!("/tasks/{upstream_task_id}/cancel")).send().await).await
 }
 
-/// An upstream's answer that is not an error, as it came: read into the typed view a caller needs
-/// ([`Answer::read`]) or whole ([`Answer::value`]), so the busy paths build no `Value` tree.
+/// An upstream's answer that is not an error, as it came: read into the typed view a caller needs (a
+/// `Value` only where the whole answer is passed on), so the busy paths build no `Value` tree.
 #[derive(Debug)]
 pub struct Answer(bytes::Bytes);
 
 impl Answer {
     pub fn read<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, UpstreamError> {
         serde_json::from_slice(&self.0).map_err(|e| UpstreamError::Malformed(e.to_string()))
-    }
-
-    pub fn value(&self) -> Result<Value, UpstreamError> {
-        self.read()
     }
 }
 
