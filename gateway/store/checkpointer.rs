@@ -34,10 +34,7 @@ struct Request {
 impl Checkpointer {
     pub(super) fn start(db: Arc<Database>, overlay: Arc<Overlay>) -> Result<Checkpointer, StoreError> {
         let (requests, queue) = mpsc::channel::<Request>();
-        let thread = std::thread::Builder::new()
-            .name("store-checkpoint".into())
-            .spawn(move || run(&db, &overlay, &queue))
-            .map_err(|e| StoreError::new(format!("cannot start the store checkpointer: {e}")))?;
+        let thread = super::threads::spawn("store-checkpoint", move || run(&db, &overlay, &queue))?;
         Ok(Checkpointer { requests: Some(requests), thread: Some(thread) })
     }
 

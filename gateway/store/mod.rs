@@ -16,6 +16,7 @@ mod overlay;
 mod syncer;
 mod tables;
 mod tasks;
+mod threads;
 mod tx;
 mod wal;
 mod writer;

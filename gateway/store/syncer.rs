@@ -33,10 +33,7 @@ impl Syncer {
         let failed = Arc::new(AtomicBool::new(false));
         let thread = {
             let failed = failed.clone();
-            std::thread::Builder::new()
-                .name("store-syncer".into())
-                .spawn(move || run(&files, &queue, &durable, &failed))
-                .map_err(|e| StoreError::new(format!("cannot start the store syncer: {e}")))?
+            super::threads::spawn("store-syncer", move || run(&files, &queue, &durable, &failed))?
         };
         Ok(Syncer { requests: Some(requests), thread: Some(thread), failed })
     }

@@ -206,26 +206,23 @@ impl Writer {
         let checkpointer = Checkpointer::start(db.clone(), overlay.clone())?;
         let thread = {
             let progress = progress.clone();
-            std::thread::Builder::new()
-                .name("store-writer".into())
-                .spawn(move || {
-                    let writing = Writing {
-                        db: &db,
-                        overlay: &overlay,
-                        wal,
-                        progress: &progress,
-                        syncer,
-                        checkpointer,
-                        checkpoint_every,
-                        view: None,
-                        last_checkpoint: Instant::now(),
-                        unlogged: Record::default(),
-                        staged: Changes::default(),
-                        unlogged_since: Instant::now(),
-                    };
-                    run(writing, &jobs);
-                })
-                .map_err(|e| StoreError::new(format!("cannot start the store writer: {e}")))?
+            super::threads::spawn("store-writer", move || {
+                let writing = Writing {
+                    db: &db,
+                    overlay: &overlay,
+                    wal,
+                    progress: &progress,
+                    syncer,
+                    checkpointer,
+                    checkpoint_every,
+                    view: None,
+                    last_checkpoint: Instant::now(),
+                    unlogged: Record::default(),
+                    staged: Changes::default(),
+                    unlogged_since: Instant::now(),
+                };
+                run(writing, &jobs);
+            })?
         };
         Ok(Writer { shared: Arc::new(Shared { queue: Some(queue), thread: Some(thread) }), progress, durable })
     }
