@@ -209,9 +209,13 @@ impl LogFile {
     }
 
     /// The log starts over at the file's start: what was staged is dropped (a durable checkpoint holds it).
+    /// Its room is kept: a cycle stages about as much as the last, and growing a buffer again each cycle
+    /// cost copies and fresh pages.
     fn restart(&self) {
         let mut staged = self.staged();
-        *staged = Staged { cycle: staged.cycle + 1, ..Staged::default() };
+        staged.cycle += 1;
+        staged.bytes.clear();
+        (staged.offset, staged.written) = (0, 0);
     }
 
     /// Writes what is staged, zero-padded to whole pages, and returns once it is durable. The page the staged
