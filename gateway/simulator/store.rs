@@ -8,6 +8,7 @@ use super::index::ListIndex;
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -97,13 +98,31 @@ pub struct TaskStore {
 
 enum Kept {
     Disk(Database),
-    Memory(Mutex<HashMap<String, SimTask>>),
+    Memory(Shards),
+}
+
+/// Tasks in memory, spread over [`Shards::COUNT`] maps by task id: a map grown by doubling moves every
+/// task it holds under its lock, which at a few hundred thousand tasks held every create and query for
+/// hundreds of milliseconds; a shard moves a 64th of them.
+struct Shards(Vec<Mutex<HashMap<String, SimTask>>>);
+
+impl Shards {
+    const COUNT: usize = 64;
+
+    fn new() -> Shards {
+        Shards((0..Self::COUNT).map(|_| Mutex::default()).collect())
+    }
+
+    fn of(&self, task_id: &str) -> std::sync::MutexGuard<'_, HashMap<String, SimTask>> {
+        let shard = foldhash::fast::FixedState::default().hash_one(task_id) as usize % Self::COUNT;
+        self.0[shard].lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl TaskStore {
     pub fn open(dir: Option<&Path>) -> Result<TaskStore, String> {
         let Some(dir) = dir else {
-            return Ok(TaskStore { kept: Kept::Memory(Mutex::new(HashMap::new())), index: Mutex::default() });
+            return Ok(TaskStore { kept: Kept::Memory(Shards::new()), index: Mutex::default() });
         };
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let db = Database::create(dir.join("simulator.redb")).map_err(|e| e.to_string())?;
@@ -127,8 +146,8 @@ impl TaskStore {
 
     pub fn put(&self, task: &SimTask) -> Result<(), String> {
         match &self.kept {
-            Kept::Memory(map) => {
-                map.lock().unwrap_or_else(|e| e.into_inner()).insert(task.task_id.clone(), task.clone());
+            Kept::Memory(shards) => {
+                shards.of(&task.task_id).insert(task.task_id.clone(), task.clone());
             }
             Kept::Disk(db) => {
                 let bytes = serde_json::to_vec(task).map_err(|e| e.to_string())?;
@@ -146,7 +165,7 @@ impl TaskStore {
 
     pub fn get(&self, task_id: &str) -> Option<SimTask> {
         match &self.kept {
-            Kept::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).get(task_id).cloned(),
+            Kept::Memory(shards) => shards.of(task_id).get(task_id).cloned(),
             Kept::Disk(db) => {
                 let tx = db.begin_read().ok()?;
                 let table = tx.open_table(TASKS).ok()?;
@@ -158,7 +177,11 @@ impl TaskStore {
 
     fn all(&self) -> Vec<SimTask> {
         match &self.kept {
-            Kept::Memory(map) => map.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect(),
+            Kept::Memory(shards) => shards
+                .0
+                .iter()
+                .flat_map(|shard| shard.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect::<Vec<_>>())
+                .collect(),
             Kept::Disk(db) => {
                 let Ok(tx) = db.begin_read() else { return Vec::new() };
                 let Ok(table) = tx.open_table(TASKS) else { return Vec::new() };
@@ -166,5 +189,48 @@ impl TaskStore {
                 rows.filter_map(|r| r.ok()).filter_map(|(_, v)| serde_json::from_slice(v.value()).ok()).collect()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: usize) -> SimTask {
+        SimTask {
+            task_id: format!("t{id}"),
+            request_id: format!("r{id}"),
+            model: "m".into(),
+            region: "cn-beijing".into(),
+            created_ms: id as i64,
+            pending_ms: 0,
+            running_ms: Some(0),
+            fail_code: None,
+            cancelled_ms: None,
+            input: serde_json::Value::Null,
+            parameters: serde_json::Value::Null,
+            hooks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tasks_in_memory_are_found_by_id_whichever_shard_holds_them() {
+        let store = TaskStore::open(None).unwrap_or_else(|e| panic!("{e}"));
+        for id in 0..500 {
+            store.put(&task(id)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut cancelled = task(7);
+        cancelled.cancelled_ms = Some(8);
+        store.put(&cancelled).unwrap_or_else(|e| panic!("{e}"));
+        for id in 0..500 {
+            assert_eq!(store.get(&format!("t{id}")).map(|t| t.created_ms), Some(id as i64));
+        }
+        assert_eq!(store.get("t7").and_then(|t| t.cancelled_ms), Some(8));
+        assert!(store.get("t500").is_none());
+        assert_eq!(store.all().len(), 500);
+        // Spread over the shards, not all in one.
+        let Kept::Memory(shards) = &store.kept else { panic!("a store without a data dir is kept in memory") };
+        let used = shards.0.iter().filter(|shard| !shard.lock().unwrap_or_else(|e| e.into_inner()).is_empty());
+        assert!(used.count() > Shards::COUNT / 2);
     }
 }
