@@ -19,10 +19,11 @@ pub(super) fn spawn<T: Send + 'static>(
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
-            // Nice 0, as it was. Where the policy is refused the thread runs as it was, only less economically.
-            let nice_as_was = ThreadPriority::Os(ThreadPriorityOsValue::default());
+            // The crate sets the niceness with the policy: 0, the default. Where either is refused the thread
+            // runs on as it was, only less economically.
+            let nice_default = ThreadPriority::Os(ThreadPriorityOsValue::default());
             let batch = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
-            if let Err(e) = set_thread_priority_and_policy(thread_native_id(), nice_as_was, batch) {
+            if let Err(e) = set_thread_priority_and_policy(thread_native_id(), nice_default, batch) {
                 tracing::debug!(error = ?e, "a store thread keeps the default scheduling policy");
             }
             run()
