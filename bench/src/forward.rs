@@ -2,8 +2,8 @@
 //! mediagate), then durable async submissions and task reads on the same gateway.
 
 use crate::harness::{
-    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, median, met,
-    rss_bytes, start, wait_listening,
+    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, context_switches, cpu_micros, create_key, free_port, gateway_config, http,
+    median, met, rss_bytes, start, wait_listening,
 };
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
 use mediagate::store::TaskStatus;
@@ -29,6 +29,8 @@ struct Figures {
     /// Clients at once in the round's best throughput.
     saturated_at: Vec<usize>,
     cpu_per_request: Vec<f64>,
+    /// The process's context switches per request, in the same run.
+    switches_per_request: Vec<f64>,
     p50_1conn: Vec<f64>,
     p99_1conn: Vec<f64>,
     p50_1k: Vec<f64>,
@@ -43,22 +45,31 @@ struct Figures {
 /// Requests held in flight at once for the memory figure.
 const MEMORY_CONNECTIONS: usize = 256;
 
+/// What a lane's own process spent per request in one run: CPU microseconds and context switches.
+type ProcessCost = (f64, f64);
+
 fn measure(lane: &Lane, figures: &mut Figures) {
-    let mut best: Option<(Outcome, usize, Option<f64>)> = None;
+    let mut best: Option<(Outcome, usize, Option<ProcessCost>)> = None;
     let mut errors = 0;
     for connections in SATURATING_CONNECTIONS {
-        let before = lane.pid.map(cpu_micros);
+        let before = lane.pid.map(|pid| (cpu_micros(pid), context_switches(pid)));
         let max = saturate(&lane.request, connections, Duration::from_secs(4));
-        let cpu = lane.pid.zip(before).map(|(pid, before)| (cpu_micros(pid) - before) / max.requests.max(1) as f64);
+        let requests = max.requests.max(1) as f64;
+        let costs = lane.pid.zip(before).map(|(pid, (cpu, switches))| {
+            ((cpu_micros(pid) - cpu) / requests, context_switches(pid).saturating_sub(switches) as f64 / requests)
+        });
         errors += max.errors;
         if best.as_ref().is_none_or(|(b, _, _)| max.rate() > b.rate()) {
-            best = Some((max, connections, cpu));
+            best = Some((max, connections, costs));
         }
     }
-    if let Some((max, connections, cpu)) = best {
+    if let Some((max, connections, costs)) = best {
         figures.throughput.push(max.rate());
         figures.saturated_at.push(connections);
-        figures.cpu_per_request.extend(cpu);
+        if let Some((cpu, switches)) = costs {
+            figures.cpu_per_request.push(cpu);
+            figures.switches_per_request.push(switches);
+        }
     }
     let one = closed_loop(&lane.request, 1, Duration::from_secs(2));
     figures.p50_1conn.push(one.p50);
@@ -244,12 +255,13 @@ fn optional(values: &[f64], decimals: usize) -> String {
 fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64) -> String {
     let mut out = String::new();
     out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
-    out.push_str("| lane | max req/s | at conns | CPU us/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | KiB per in-flight request | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| lane | max req/s | at conns | CPU us/req | context switches/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | KiB per in-flight request | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (lane, f) in lanes.iter().zip(figures) {
         // Measured only for the lanes with a process of their own.
         let (cpu, memory) = (optional(&f.cpu_per_request, 0), optional(&f.memory_per_request, 1));
+        let switches = optional(&f.switches_per_request, 2);
         out.push_str(&format!(
-            "| {} | {:.0} | {} | {cpu} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {memory} | {} |\n",
+            "| {} | {:.0} | {} | {cpu} | {switches} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {memory} | {} |\n",
             lane.name,
             median(f.throughput.clone()),
             f.saturated_at.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),

@@ -101,6 +101,25 @@ pub fn cpu_micros(pid: u32) -> f64 {
     ticks * 1_000_000.0 / 100.0
 }
 
+/// Context switches of all the process's threads so far (voluntary and not), from /proc: each is a thread
+/// handing the core to another, which costs far more on some virtual machines than on others.
+pub fn context_switches(pid: u32) -> u64 {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    threads
+        .flatten()
+        .map(|thread| {
+            let status = std::fs::read_to_string(thread.path().join("status")).unwrap_or_default();
+            status
+                .lines()
+                .filter_map(|l| {
+                    l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+                })
+                .filter_map(|v| v.trim().parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 /// Resident set size in bytes, from /proc.
 pub fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
