@@ -38,10 +38,11 @@ out=bench/profiles/$lane.txt
   echo
   echo "## CPU by thread"
   perf report -i "$data" --stdio --no-children --sort comm -g none 2>/dev/null | grep -E '^ +[0-9]'
-  for thread in 'actix-rt|system' store-writer store-syncer; do
+  # Thread names as the kernel keeps them: cut to 15 characters (`store-checkpoint` is `store-checkpoin`).
+  for thread in 'actix-rt|system' store-writer store-checkpoin store-syncer; do
     echo
     echo "## $thread: inclusive time of the main frames (percent of all samples)"
-    perf report -i "$data" --stdio --children --comms "$thread" --sort symbol -g none --percent-limit 2 2>/dev/null \
+    perf report -i "$data" --stdio --children --comms "$thread" --sort comm,symbol -g none --percent-limit 2 2>/dev/null \
       | grep -E '^ +[0-9]' | grep -E 'mediagate|redb|awc|actix_http|serde|fdatasync|pwrite|send|recv|malloc|free' \
       | sed 's/  */ /g' | cut -c1-170 | head -40
   done
