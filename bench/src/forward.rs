@@ -45,8 +45,11 @@ struct Figures {
 /// Requests held in flight at once for the memory figure.
 const MEMORY_CONNECTIONS: usize = 256;
 
-/// What a lane's own process spent per request in one run: CPU microseconds and context switches.
-type ProcessCost = (f64, f64);
+/// What a lane's own process spent per request in one run.
+struct ProcessCost {
+    cpu_micros: f64,
+    switches: f64,
+}
 
 fn measure(lane: &Lane, figures: &mut Figures) {
     let mut best: Option<(Outcome, usize, Option<ProcessCost>)> = None;
@@ -55,8 +58,9 @@ fn measure(lane: &Lane, figures: &mut Figures) {
         let before = lane.pid.map(|pid| (cpu_micros(pid), context_switches(pid)));
         let max = saturate(&lane.request, connections, Duration::from_secs(4));
         let requests = max.requests.max(1) as f64;
-        let costs = lane.pid.zip(before).map(|(pid, (cpu, switches))| {
-            ((cpu_micros(pid) - cpu) / requests, context_switches(pid).saturating_sub(switches) as f64 / requests)
+        let costs = lane.pid.zip(before).map(|(pid, (cpu, switches))| ProcessCost {
+            cpu_micros: (cpu_micros(pid) - cpu) / requests,
+            switches: context_switches(pid).saturating_sub(switches) as f64 / requests,
         });
         errors += max.errors;
         if best.as_ref().is_none_or(|(b, _, _)| max.rate() > b.rate()) {
@@ -66,9 +70,9 @@ fn measure(lane: &Lane, figures: &mut Figures) {
     if let Some((max, connections, costs)) = best {
         figures.throughput.push(max.rate());
         figures.saturated_at.push(connections);
-        if let Some((cpu, switches)) = costs {
-            figures.cpu_per_request.push(cpu);
-            figures.switches_per_request.push(switches);
+        if let Some(costs) = costs {
+            figures.cpu_per_request.push(costs.cpu_micros);
+            figures.switches_per_request.push(costs.switches);
         }
     }
     let one = closed_loop(&lane.request, 1, Duration::from_secs(2));

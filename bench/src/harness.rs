@@ -109,12 +109,9 @@ pub fn context_switches(pid: u32) -> u64 {
         .flatten()
         .map(|thread| {
             let status = std::fs::read_to_string(thread.path().join("status")).unwrap_or_default();
-            status
-                .lines()
-                .filter_map(|l| {
-                    l.strip_prefix("voluntary_ctxt_switches:").or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
-                })
-                .filter_map(|v| v.trim().parse::<u64>().ok())
+            ["voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"]
+                .iter()
+                .filter_map(|field| status_field(&status, field))
                 .sum::<u64>()
         })
         .sum()
@@ -123,12 +120,15 @@ pub fn context_switches(pid: u32) -> u64 {
 /// Resident set size in bytes, from /proc.
 pub fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status_field(&status, "VmRSS").unwrap_or(0) * 1024
+}
+
+/// The number a `/proc/.../status` file gives for `field` (its unit, if any, dropped).
+fn status_field(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 pub fn median(mut values: Vec<f64>) -> f64 {
@@ -181,4 +181,19 @@ pub fn call(
     let answer = String::from_utf8_lossy(&answer);
     let status = answer.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_field;
+
+    #[test]
+    fn a_status_field_is_read_by_its_exact_name_without_its_unit() {
+        let status =
+            "Name:\tmediagate\nVmRSS:\t  30720 kB\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(status_field(status, "VmRSS"), Some(30720));
+        assert_eq!(status_field(status, "voluntary_ctxt_switches"), Some(12));
+        assert_eq!(status_field(status, "nonvoluntary_ctxt_switches"), Some(3));
+        assert_eq!(status_field(status, "VmHWM"), None);
+    }
 }

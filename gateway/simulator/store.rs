@@ -177,11 +177,13 @@ impl TaskStore {
 
     fn all(&self) -> Vec<SimTask> {
         match &self.kept {
-            Kept::Memory(shards) => shards
-                .0
-                .iter()
-                .flat_map(|shard| shard.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect::<Vec<_>>())
-                .collect(),
+            Kept::Memory(shards) => {
+                let mut all = Vec::new();
+                for shard in &shards.0 {
+                    all.extend(shard.lock().unwrap_or_else(|e| e.into_inner()).values().cloned());
+                }
+                all
+            }
             Kept::Disk(db) => {
                 let Ok(tx) = db.begin_read() else { return Vec::new() };
                 let Ok(table) = tx.open_table(TASKS) else { return Vec::new() };
