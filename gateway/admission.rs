@@ -14,8 +14,8 @@ pub struct Admitted {
     /// The body with aliases folded and upstream-relevant defaults filled in.
     pub body: Map<String, Value>,
     pub request: OperationRequest,
-    /// `{"model", "input", "parameters"}` for the upstream.
-    pub envelope: Value,
+    /// `{"model", "input", "parameters"}` for the upstream, as JSON text.
+    pub envelope: bytes::Bytes,
 }
 
 /// Runs every check in order; the first failing stage answers.

@@ -1,5 +1,5 @@
 //! The typed requests render the exact upstream envelope of upstream-protocol.md: every example request
-//! is admitted and its envelope compared with the hand-written expectation in examples/upstream/.
+//! is admitted and its envelope (JSON text) compared with the hand-written expectation in examples/upstream/.
 #![allow(clippy::unwrap_used)]
 
 use mediagate::admission::admit;
@@ -23,7 +23,11 @@ fn every_example_renders_its_expected_upstream_envelope() {
         let expected_path = root.join("upstream").join(&name);
         let expected: Value = serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
-        assert_eq!(admitted.envelope, expected, "{}", path.display());
+        let envelope: Value = serde_json::from_slice(&admitted.envelope)
+            .unwrap_or_else(|e| panic!("{}: the envelope is not JSON: {e}", path.display()));
+        assert_eq!(envelope, expected, "{}", path.display());
+        // Written back compactly it is the same text: valid, compact, and no member written twice.
+        assert_eq!(serde_json::to_vec(&envelope).unwrap(), admitted.envelope, "{}", path.display());
         operations.insert(model.operation.as_str());
         compared += 1;
     }

@@ -5,6 +5,7 @@ use super::errors::UpstreamError;
 use crate::catalog::{ModelSpec, TaskMode};
 use crate::config::Config;
 use awc::http::header::{AUTHORIZATION, HeaderValue};
+use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -141,7 +142,7 @@ fn client() -> awc::Client {
 }
 
 /// Submits a job (async) or runs it (sync). Returns the upstream's answer.
-pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) -> Result<Answer, UpstreamError> {
+pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
     let mut request = call(upstream, awc::http::Method::POST, model.route.path);
     if model.task_mode == TaskMode::Async {
@@ -150,7 +151,7 @@ pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Value) 
     if model.data_inspection {
         request = request.insert_header(("X-Upstream-DataInspection", "enable"));
     }
-    answer(request.send_json(envelope).await).await
+    answer(request.content_type("application/json").send_body(envelope.clone()).await).await
 }
 
 /// A call to `path` under the region's `/api/v1`, with the next key in turn and the timeout.

@@ -1,11 +1,13 @@
-//! Builds the upstream body `{"model", "input", "parameters"}` from a typed request.
+//! Builds the upstream body `{"model", "input", "parameters"}` from a typed request, as JSON text.
 //!
 //! The generated `render` methods call [`EnvelopeBuilder::put`] once per field with the field's placement
-//! from the spec; this module applies the model's envelope style and value transforms.
+//! from the spec; this module applies the model's envelope style and value transforms. Each value is
+//! written straight into its object's JSON text: no `Value` tree to build, drop and serialize again.
 
 use crate::catalog::{Envelope, ModelSpec, Transform, ratio_of_size, tier_of_size};
+use bytes::Bytes;
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Where a field goes upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,26 +40,31 @@ pub struct RenderError {
 /// Collects the rendered fields of one request for one model.
 pub struct EnvelopeBuilder<'a> {
     model: &'a ModelSpec,
-    input: Map<String, Value>,
-    parameters: Map<String, Value>,
-    images: Vec<Value>,
-    texts: Vec<Value>,
+    input: Members,
+    parameters: Members,
+    /// The user message's content items: images first, then texts.
+    images: Members,
+    texts: Members,
 }
 
 impl<'a> EnvelopeBuilder<'a> {
     pub fn new(model: &'a ModelSpec) -> EnvelopeBuilder<'a> {
-        EnvelopeBuilder { model, input: Map::new(), parameters: Map::new(), images: Vec::new(), texts: Vec::new() }
+        EnvelopeBuilder {
+            model,
+            input: Members::default(),
+            parameters: Members::default(),
+            images: Members::default(),
+            texts: Members::default(),
+        }
     }
 
     /// The variant tag (vace `function`) always goes to `input`.
-    pub fn put_tag(&mut self, tag: &str, value: &str) {
-        self.input.insert(tag.to_string(), Value::String(value.to_string()));
+    pub fn put_tag(&mut self, tag: &'static str, value: &str) {
+        self.input.member(tag, &value);
     }
 
     /// Places one field.
     pub fn put<T: Serialize>(&mut self, field: &FieldOut, value: &T) -> Result<(), RenderError> {
-        let value =
-            serde_json::to_value(value).map_err(|e| RenderError { field: field.client, message: e.to_string() })?;
         let messages = self.model.envelope == Envelope::Messages;
         let slot = if messages { field.messages_slot } else { field.slot };
         let transform =
@@ -66,60 +73,158 @@ impl<'a> EnvelopeBuilder<'a> {
             Slot::None => return Ok(()),
             Slot::Parameters => &mut self.parameters,
             Slot::Input => &mut self.input,
-            Slot::Content if messages => {
-                match value {
-                    Value::Array(items) => self.images.extend(items.into_iter().map(|url| object([("image", url)]))),
-                    Value::String(_) => self.texts.push(object([("text", value)])),
-                    other => self.images.push(object([("image", other)])),
+            Slot::Content if !messages => &mut self.input,
+            Slot::Content => {
+                // One or a few per request: read back as a value to tell a text from a list of images.
+                match serde_json::to_value(value).map_err(|e| render_error(field, e))? {
+                    Value::Array(items) => items.iter().for_each(|url| self.images.item("image", url)),
+                    text @ Value::String(_) => self.texts.item("text", &text),
+                    other => self.images.item("image", &other),
                 }
                 return Ok(());
             }
-            Slot::Content => &mut self.input,
         };
         match transform {
-            None => {
-                target.insert(field.upstream.to_string(), value);
-            }
-            Some(Transform::Uppercase) => {
-                let upper = value.as_str().map(|s| Value::String(s.to_uppercase())).unwrap_or(value);
-                target.insert(field.upstream.to_string(), upper);
-            }
-            Some(Transform::SizeToResolution) => {
-                let tier = value.as_str().and_then(tier_of_size).ok_or_else(|| RenderError {
-                    field: field.client,
-                    message: format!("{value} is not a size of any resolution tier"),
-                })?;
-                target.insert(field.upstream.to_string(), tier.into());
-            }
-            Some(Transform::SizeToResolutionRatio) => {
-                let (tier, ratio) = value.as_str().and_then(ratio_of_size).ok_or_else(|| RenderError {
-                    field: field.client,
-                    message: format!("{value} has no resolution and ratio on model `{}`", self.model.id),
-                })?;
-                target.insert("resolution".into(), tier.into());
-                target.insert("ratio".into(), ratio.into());
+            None => target.try_member(field.upstream, value).map_err(|e| render_error(field, e))?,
+            Some(transform) => {
+                let value = serde_json::to_value(value).map_err(|e| render_error(field, e))?;
+                let size = value.as_str();
+                match transform {
+                    Transform::Uppercase => match size {
+                        Some(text) => target.member(field.upstream, &text.to_uppercase()),
+                        None => target.member(field.upstream, &value),
+                    },
+                    Transform::SizeToResolution => {
+                        let tier = size.and_then(tier_of_size).ok_or_else(|| RenderError {
+                            field: field.client,
+                            message: format!("{value} is not a size of any resolution tier"),
+                        })?;
+                        target.member(field.upstream, &tier);
+                    }
+                    Transform::SizeToResolutionRatio => {
+                        let (tier, ratio) = size.and_then(ratio_of_size).ok_or_else(|| RenderError {
+                            field: field.client,
+                            message: format!("{value} has no resolution and ratio on model `{}`", self.model.id),
+                        })?;
+                        target.member("resolution", &tier);
+                        target.member("ratio", &ratio);
+                    }
+                }
             }
         }
         Ok(())
     }
 
     /// The finished body. `parameters` is always present, `{}` when empty.
-    pub fn finish(mut self) -> Value {
-        if !self.images.is_empty() || !self.texts.is_empty() {
-            let mut content = self.images;
-            content.extend(self.texts);
-            let message = object([("role", "user".into()), ("content", Value::Array(content))]);
-            self.input.insert("messages".into(), Value::Array(vec![message]));
+    pub fn finish(self) -> Bytes {
+        let (input, parameters) = (self.input.joined(), self.parameters.joined());
+        let (images, texts) = (self.images.joined(), self.texts.joined());
+        let mut body = Vec::with_capacity(96 + input.len() + parameters.len() + images.len() + texts.len());
+        body.extend_from_slice(b"{\"model\":");
+        write_json(&mut body, self.model.model_code);
+        body.extend_from_slice(b",\"input\":{");
+        body.extend_from_slice(input);
+        if !images.is_empty() || !texts.is_empty() {
+            if !input.is_empty() {
+                body.push(b',');
+            }
+            body.extend_from_slice(b"\"messages\":[{\"role\":\"user\",\"content\":[");
+            body.extend_from_slice(images);
+            if !images.is_empty() && !texts.is_empty() {
+                body.push(b',');
+            }
+            body.extend_from_slice(texts);
+            body.extend_from_slice(b"]}]");
         }
-        object([
-            ("model", self.model.model_code.into()),
-            ("input", Value::Object(self.input)),
-            ("parameters", Value::Object(self.parameters)),
-        ])
+        body.extend_from_slice(b"},\"parameters\":{");
+        body.extend_from_slice(parameters);
+        body.extend_from_slice(b"}}");
+        Bytes::from(body)
     }
 }
 
-/// An object of `fields`, moved in: `json!` would serialize each value into a copy.
-fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(fields.into_iter().map(|(name, value)| (name.to_string(), value)).collect())
+/// JSON text: an object's members (`"name":value,` each) or a list's items (`item,` each).
+#[derive(Default)]
+struct Members {
+    text: Vec<u8>,
+    /// Each member's name and where its text starts. A name written again replaces the member it names,
+    /// as a map would: several request fields may fill one upstream member (`size` or `resolution`).
+    names: Vec<(&'static str, usize)>,
+}
+
+impl Members {
+    /// The text without its last comma.
+    fn joined(&self) -> &[u8] {
+        self.text.strip_suffix(b",").unwrap_or(&self.text)
+    }
+
+    fn try_member<T: Serialize + ?Sized>(&mut self, name: &'static str, value: &T) -> Result<(), serde_json::Error> {
+        self.forget(name);
+        let start = self.text.len();
+        write_json(&mut self.text, name);
+        self.text.push(b':');
+        serde_json::to_writer(&mut self.text, value).inspect_err(|_| self.text.truncate(start))?;
+        self.text.push(b',');
+        self.names.push((name, start));
+        Ok(())
+    }
+
+    /// A member whose value always serializes (a string or a `Value`).
+    fn member<T: Serialize + ?Sized>(&mut self, name: &'static str, value: &T) {
+        let _ = self.try_member(name, value);
+    }
+
+    fn forget(&mut self, name: &str) {
+        let Some(index) = self.names.iter().position(|(named, _)| *named == name) else { return };
+        let start = self.names[index].1;
+        let end = self.names.get(index + 1).map_or(self.text.len(), |(_, next)| *next);
+        self.text.drain(start..end);
+        self.names.remove(index);
+        for (_, later) in &mut self.names[index..] {
+            *later -= end - start;
+        }
+    }
+
+    /// A content item `{"<kind>":value}`.
+    fn item(&mut self, kind: &str, value: &Value) {
+        self.text.push(b'{');
+        write_json(&mut self.text, kind);
+        self.text.push(b':');
+        write_json(&mut self.text, value);
+        self.text.extend_from_slice(b"},");
+    }
+}
+
+/// Writes a value that always serializes (a string or a `Value`: writing to memory cannot fail).
+fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(out, value);
+}
+
+fn render_error(field: &FieldOut, error: serde_json::Error) -> RenderError {
+    RenderError { field: field.client, message: error.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Members;
+    use serde_json::json;
+
+    #[test]
+    fn a_member_written_again_replaces_the_first_wherever_it_stands() {
+        let mut members = Members::default();
+        members.member("size", "1280*720");
+        members.member("resolution", "720P");
+        members.member("duration", &5);
+        members.member("resolution", "1080P");
+        members.member("size", "1920*1080");
+        let text = [b"{".as_slice(), members.joined(), b"}"].concat();
+        assert_eq!(String::from_utf8_lossy(&text), r#"{"duration":5,"resolution":"1080P","size":"1920*1080"}"#);
+        let mut items = Members::default();
+        items.item("image", &json!("http://a/1.png"));
+        items.item("text", &json!("a \"quoted\" prompt"));
+        assert_eq!(
+            String::from_utf8_lossy(items.joined()),
+            r#"{"image":"http://a/1.png"},{"text":"a \"quoted\" prompt"}"#
+        );
+    }
 }
