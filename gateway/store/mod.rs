@@ -10,6 +10,7 @@
 //! through the overlay and a redb read transaction: they never wait for the writer.
 
 mod accounts;
+mod backend;
 mod checkpointer;
 pub mod ledger;
 mod overlay;
@@ -96,7 +97,7 @@ impl Store {
             .map_err(|e| StoreError(format!("open {}: {e}", path.display())))?;
         let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
-            .create_with_backend(redb::backends::FileBackend::new(file)?)?;
+            .create_with_backend(backend::GatheringBackend::new(redb::backends::FileBackend::new(file)?))?;
         let tx = db.begin_write()?;
         for table in tables::ALL {
             table.create(&tx)?;
