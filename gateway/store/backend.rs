@@ -7,8 +7,8 @@ use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 use std::collections::BTreeMap;
 use std::io;
-use std::ops::Bound;
-use std::sync::RwLock;
+use std::ops::{Bound, Range};
+use std::sync::{RwLock, RwLockWriteGuard};
 
 /// Writes held at most (4 MiB of 4 KiB pages): a big commit (a log replay, a bulk load) goes out in runs of
 /// this many as it is written rather than held whole. A checkpoint here writes about a hundred.
@@ -20,8 +20,31 @@ pub(crate) struct GatheringBackend {
     pending: RwLock<Pending>,
 }
 
-/// Written and not yet on the file: bytes by offset, none overlapping another.
-type Pending = BTreeMap<u64, Vec<u8>>;
+/// Written and not yet on the file. The buffers keep their room from one commit to the next.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Each write by file offset, none overlapping another: where its bytes lie in `bytes`.
+    writes: BTreeMap<u64, Range<usize>>,
+    bytes: Vec<u8>,
+    /// A run of adjacent writes, joined for one call.
+    joined: Vec<u8>,
+}
+
+impl Pending {
+    /// Where the last write ends.
+    fn end(&self) -> u64 {
+        self.writes.last_key_value().map_or(0, |(offset, range)| offset + range.len() as u64)
+    }
+
+    /// The writes that overlap `offset..until`, in offset order.
+    fn overlapping(&self, offset: u64, until: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        let first = self.writes.range(..=offset).next_back().map_or(offset, |(start, _)| *start);
+        self.writes
+            .range(first..until)
+            .map(|(start, range)| (*start, &self.bytes[range.clone()]))
+            .filter(move |(start, bytes)| start + bytes.len() as u64 > offset)
+    }
+}
 
 impl GatheringBackend {
     pub(crate) fn new(file: FileBackend) -> GatheringBackend {
@@ -32,33 +55,35 @@ impl GatheringBackend {
     /// header, at the start of the file, lands after the pages it points to, as when every write was made
     /// at once.
     fn write_out(&self, pending: &mut Pending) -> io::Result<()> {
+        let Pending { writes, bytes, joined } = pending;
         // (start, end, parts) of each run of adjacent writes.
-        let mut runs: Vec<(u64, u64, Vec<&[u8]>)> = Vec::new();
-        for (offset, bytes) in pending.iter() {
+        let mut runs: Vec<(u64, u64, Vec<Range<usize>>)> = Vec::new();
+        for (offset, range) in writes.iter() {
+            let end = offset + range.len() as u64;
             match runs.last_mut() {
                 Some((_, run_end, parts)) if run_end == offset => {
-                    *run_end = end(*offset, bytes);
-                    parts.push(bytes);
+                    *run_end = end;
+                    parts.push(range.clone());
                 }
-                _ => runs.push((*offset, end(*offset, bytes), vec![bytes])),
+                _ => runs.push((*offset, end, vec![range.clone()])),
             }
         }
-        let mut joined = Vec::new();
         for (start, _, parts) in runs.iter().rev() {
             match parts.as_slice() {
-                [single] => self.file.write(*start, single)?,
+                [single] => self.file.write(*start, &bytes[single.clone()])?,
                 parts => {
                     joined.clear();
-                    parts.iter().for_each(|part| joined.extend_from_slice(part));
-                    self.file.write(*start, &joined)?;
+                    parts.iter().for_each(|part| joined.extend_from_slice(&bytes[part.clone()]));
+                    self.file.write(*start, joined)?;
                 }
             }
         }
-        pending.clear();
+        writes.clear();
+        bytes.clear();
         Ok(())
     }
 
-    fn pending(&self) -> io::Result<std::sync::RwLockWriteGuard<'_, Pending>> {
+    fn pending(&self) -> io::Result<RwLockWriteGuard<'_, Pending>> {
         self.pending.write().map_err(|_| poisoned())
     }
 }
@@ -67,31 +92,23 @@ fn poisoned() -> io::Error {
     io::Error::other("a write to the store file panicked")
 }
 
-fn end(offset: u64, bytes: &[u8]) -> u64 {
-    offset + bytes.len() as u64
-}
-
 impl StorageBackend for GatheringBackend {
     fn len(&self) -> Result<u64, io::Error> {
         let pending = self.pending.read().map_err(|_| poisoned())?;
-        let written = pending.last_key_value().map_or(0, |(offset, bytes)| end(*offset, bytes));
-        Ok(self.file.len()?.max(written))
+        Ok(self.file.len()?.max(pending.end()))
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
         // Held across the file's read, so a sync cannot move pending bytes to the file in between.
         let pending = self.pending.read().map_err(|_| poisoned())?;
-        let until = end(offset, out);
-        let first = pending.range(..=offset).next_back().map_or(offset, |(start, _)| *start);
-        let mut overlapping =
-            pending.range(first..until).filter(|(start, bytes)| end(**start, bytes) > offset).peekable();
-        if overlapping.peek().is_none() {
+        let until = offset + out.len() as u64;
+        if pending.overlapping(offset, until).next().is_none() {
             return self.file.read(offset, out);
         }
         let on_file = self.file.len()?;
         if until > on_file {
             // Past the file's end only where pending writes lie; the rest of that reads as zeros.
-            if pending.last_key_value().is_none_or(|(start, bytes)| end(*start, bytes) < until) {
+            if pending.end() < until {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the store file"));
             }
             out.fill(0);
@@ -100,8 +117,8 @@ impl StorageBackend for GatheringBackend {
             let head = (on_file.min(until) - offset) as usize;
             self.file.read(offset, &mut out[..head])?;
         }
-        for (start, bytes) in overlapping {
-            let (from, to) = ((*start).max(offset), end(*start, bytes).min(until));
+        for (start, bytes) in pending.overlapping(offset, until) {
+            let (from, to) = (start.max(offset), (start + bytes.len() as u64).min(until));
             out[(from - offset) as usize..(to - offset) as usize]
                 .copy_from_slice(&bytes[(from - start) as usize..(to - start) as usize]);
         }
@@ -110,7 +127,7 @@ impl StorageBackend for GatheringBackend {
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
         let mut pending = self.pending()?;
-        if pending.last_key_value().is_some_and(|(offset, bytes)| end(*offset, bytes) > len) {
+        if pending.end() > len {
             self.write_out(&mut pending)?;
         }
         self.file.set_len(len)
@@ -123,16 +140,23 @@ impl StorageBackend for GatheringBackend {
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
         let mut pending = self.pending()?;
-        let overlapping = pending.range(..end(offset, data)).next_back();
-        match overlapping {
-            Some((start, bytes)) if *start == offset && bytes.len() == data.len() => {}
-            // Overlapping another write in part: what is pending goes out first, so the later write wins.
-            Some((start, bytes)) if end(*start, bytes) > offset => self.write_out(&mut pending)?,
-            _ => {}
+        let pending = &mut *pending;
+        let until = offset + data.len() as u64;
+        if let Some((start, range)) = pending.writes.range(..until).next_back()
+            && start + range.len() as u64 > offset
+        {
+            if *start == offset && range.len() == data.len() {
+                pending.bytes[range.clone()].copy_from_slice(data);
+                return Ok(());
+            }
+            // Over part of another pending write: what is pending goes out first, so this one wins.
+            self.write_out(pending)?;
         }
-        pending.insert(offset, data.to_vec());
-        if pending.len() >= MOST_PENDING {
-            self.write_out(&mut pending)?;
+        let at = pending.bytes.len();
+        pending.bytes.extend_from_slice(data);
+        pending.writes.insert(offset, at..pending.bytes.len());
+        if pending.writes.len() >= MOST_PENDING {
+            self.write_out(pending)?;
         }
         Ok(())
     }
