@@ -11,7 +11,7 @@ use std::ops::{Bound, Range};
 use std::sync::{RwLock, RwLockWriteGuard};
 
 /// Writes held at most (4 MiB of 4 KiB pages): a big commit (a log replay, a bulk load) goes out in runs of
-/// this many as it is written rather than held whole. A checkpoint here writes about a hundred.
+/// this many as it is written rather than held whole. A checkpoint here writes about fifty, in ten runs.
 const MOST_PENDING: usize = 1024;
 
 #[derive(Debug)]
