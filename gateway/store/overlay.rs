@@ -50,7 +50,12 @@ impl Changes {
         if value.is_some() && self.greatest[table].as_deref().is_none_or(|g| ALL[table].compare(key, g).is_gt()) {
             self.greatest[table] = Some(key.into());
         }
-        self.tables[table].insert(key.into(), value.map(Into::into))
+        let value = value.map(Into::into);
+        // A key changed again (an account's funds, many times a batch) keeps the copy it has.
+        match self.tables[table].get_mut(key) {
+            Some(recorded) => Some(std::mem::replace(recorded, value)),
+            None => self.tables[table].insert(key.into(), value),
+        }
     }
 
     /// Undoes a [`Changes::put`] (the greatest-key hint may stay ahead: it is only a hint).

@@ -8,7 +8,7 @@ use super::{StoreError, tables, wal};
 use redb::{Key, TableDefinition, Value};
 use std::borrow::Borrow;
 use std::cell::RefCell;
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 
 pub struct Tx<'v> {
     view: &'v View,
@@ -19,8 +19,8 @@ pub struct Tx<'v> {
     undo: RefCell<Vec<Undo>>,
 }
 
-/// A change's table, key, and what it replaced.
-type Undo = (usize, Box<[u8]>, Previous);
+/// A change's table, where its key lies in the log record, and what it replaced.
+type Undo = (usize, Range<usize>, Previous);
 
 /// How far a [`Tx`] had got, to roll a failed write back to.
 pub(crate) struct Mark {
@@ -48,11 +48,12 @@ impl<'v> Tx<'v> {
 
     /// Undoes every change since `mark`.
     pub(crate) fn roll_back(&self, mark: &Mark) {
-        self.log.borrow_mut().truncate(mark.log);
+        let mut log = self.log.borrow_mut();
         let mut staged = self.staged.borrow_mut();
         for (table, key, previous) in self.undo.borrow_mut().drain(mark.undo..).rev() {
-            staged.restore(table, &key, previous);
+            staged.restore(table, log.bytes(key), previous);
         }
+        log.truncate(mark.log);
     }
 
     /// The staged changes, and the log record with them added.
@@ -61,9 +62,9 @@ impl<'v> Tx<'v> {
     }
 
     fn change(&self, table: usize, key: &[u8], value: Option<&[u8]>) {
-        self.log.borrow_mut().push(tables::ALL[table].name(), key, value);
+        let logged = self.log.borrow_mut().push(tables::ALL[table].name(), key, value);
         let previous = self.staged.borrow_mut().put(table, key, value);
-        self.undo.borrow_mut().push((table, key.into(), previous));
+        self.undo.borrow_mut().push((table, logged, previous));
     }
 }
 
@@ -95,5 +96,36 @@ impl<'t, K: Key + 'static, V: Value + 'static> Deref for Table<'t, K, V> {
 
     fn deref(&self) -> &Self::Target {
         &self.read
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::Tx;
+    use crate::store::overlay::Changes;
+    use crate::store::{MODEL_SWITCHES, Store, wal};
+
+    #[test]
+    fn a_rolled_back_write_leaves_what_the_batch_staged_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let view = store.view().unwrap();
+        let tx = Tx::new(&view, Changes::default(), wal::Record::default());
+        let switch =
+            |tx: &Tx, model: &str| tx.open_table(MODEL_SWITCHES).unwrap().get(model).unwrap().map(|v| v.value());
+        tx.open_table(MODEL_SWITCHES).unwrap().insert("kept", false).unwrap();
+        let mark = tx.mark();
+        let mut switches = tx.open_table(MODEL_SWITCHES).unwrap();
+        switches.insert("kept", true).unwrap();
+        switches.insert("new", true).unwrap();
+        switches.remove("kept").unwrap();
+        assert_eq!((switch(&tx, "kept"), switch(&tx, "new")), (None, Some(true)));
+        tx.roll_back(&mark);
+        assert_eq!((switch(&tx, "kept"), switch(&tx, "new")), (Some(false), None));
+        // The log record holds the first change only.
+        let log = mark.log;
+        let (_, record) = tx.finish();
+        assert_eq!(record.len(), log);
     }
 }

@@ -22,6 +22,7 @@
 use super::StoreError;
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -322,16 +323,25 @@ impl Record {
     }
 
     /// Appends a change: `op: u8 (0 put, 1 remove), table: u8 len + name, key: u32 len + bytes, value (put
-    /// only): u32 len + bytes`.
-    pub(crate) fn push(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) {
+    /// only): u32 len + bytes`. Returns where its key lies, for [`Record::bytes`].
+    pub(crate) fn push(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Range<usize> {
         let out = &mut self.0;
         out.push(u8::from(value.is_none()));
         out.push(table.len() as u8);
         out.extend_from_slice(table.as_bytes());
-        for bytes in std::iter::once(key).chain(value) {
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        let at = out.len();
+        out.extend_from_slice(key);
+        if let Some(value) = value {
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value);
         }
+        at..at + key.len()
+    }
+
+    /// Bytes the record holds, as [`Record::push`] placed them.
+    pub(crate) fn bytes(&self, range: Range<usize>) -> &[u8] {
+        &self.0[range]
     }
 
     /// The changes, as [`decode_changes`] reads them.
