@@ -17,6 +17,8 @@ start_gateway() {
     taskset -c 0 "$bin/mediagate" serve --config "$data.yaml" >/dev/null 2>&1 &
   GATEWAY_PID=$!
   for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  # Something else answering on the port (a stray server from an earlier run) would otherwise be measured.
+  kill -0 "$GATEWAY_PID" 2>/dev/null || { echo "mediagate did not start on port $port (in use?)" >&2; return 1; }
   curl -s -XPOST "http://127.0.0.1:$port/admin/v1/accounts/bench/top-up" -H 'Authorization: Bearer bench-admin' \
     -H 'Content-Type: application/json' -d '{"amount": 1000000000000000}' >/dev/null
 }
