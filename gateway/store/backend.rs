@@ -26,7 +26,7 @@ struct Pending {
     /// Each write by file offset, none overlapping another: where its bytes lie in `bytes`.
     writes: BTreeMap<u64, Range<usize>>,
     bytes: Vec<u8>,
-    /// A run of adjacent writes, joined for one call.
+    /// The writes joined in offset order as they go out, so a run of adjacent ones is one call.
     joined: Vec<u8>,
 }
 
@@ -56,27 +56,19 @@ impl GatheringBackend {
     /// at once.
     fn write_out(&self, pending: &mut Pending) -> io::Result<()> {
         let Pending { writes, bytes, joined } = pending;
-        // (start, end, parts) of each run of adjacent writes.
-        let mut runs: Vec<(u64, u64, Vec<Range<usize>>)> = Vec::new();
+        // The writes in offset order, joined; each run of adjacent ones is its file offset and its part.
+        joined.clear();
+        let mut runs: Vec<(u64, Range<usize>)> = Vec::new();
         for (offset, range) in writes.iter() {
-            let end = offset + range.len() as u64;
+            let at = joined.len();
+            joined.extend_from_slice(&bytes[range.clone()]);
             match runs.last_mut() {
-                Some((_, run_end, parts)) if run_end == offset => {
-                    *run_end = end;
-                    parts.push(range.clone());
-                }
-                _ => runs.push((*offset, end, vec![range.clone()])),
+                Some((start, run)) if *start + run.len() as u64 == *offset => run.end = joined.len(),
+                _ => runs.push((*offset, at..joined.len())),
             }
         }
-        for (start, _, parts) in runs.iter().rev() {
-            match parts.as_slice() {
-                [single] => self.file.write(*start, &bytes[single.clone()])?,
-                parts => {
-                    joined.clear();
-                    parts.iter().for_each(|part| joined.extend_from_slice(&bytes[part.clone()]));
-                    self.file.write(*start, joined)?;
-                }
-            }
+        for (start, run) in runs.into_iter().rev() {
+            self.file.write(start, &joined[run])?;
         }
         writes.clear();
         bytes.clear();

@@ -306,6 +306,14 @@ impl Default for Record {
     }
 }
 
+/// Appends `bytes` after their `u32` length; returns where they lie.
+fn length_prefixed(out: &mut Vec<u8>, bytes: &[u8]) -> Range<usize> {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    let at = out.len();
+    out.extend_from_slice(bytes);
+    at..out.len()
+}
+
 impl Record {
     /// No change yet.
     pub(crate) fn is_empty(&self) -> bool {
@@ -329,14 +337,11 @@ impl Record {
         out.push(u8::from(value.is_none()));
         out.push(table.len() as u8);
         out.extend_from_slice(table.as_bytes());
-        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        let at = out.len();
-        out.extend_from_slice(key);
+        let key = length_prefixed(out, key);
         if let Some(value) = value {
-            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            out.extend_from_slice(value);
+            length_prefixed(out, value);
         }
-        at..at + key.len()
+        key
     }
 
     /// Bytes the record holds, as [`Record::push`] placed them.
