@@ -275,7 +275,8 @@ mod tests {
     }
 
     /// The next ledger or usage-log number comes from the greatest key wherever it is: redb, a published
-    /// layer, or the write's own changes, and from the rows left when the greatest was removed.
+    /// layer, or the write's own changes, and from the rows left when the greatest was removed or its write
+    /// undone.
     #[test]
     fn the_last_key_is_found_in_redb_the_overlay_and_a_writes_own_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -299,6 +300,10 @@ mod tests {
         assert_eq!(write(&store, |tx| insert(tx, 4).and_then(|()| last(tx))), Some(4), "the write's own");
         assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(4).and_then(|()| last(tx))), Some(3));
         assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(3).and_then(|()| last(tx))), Some(2));
+        // A write that added a row and failed leaves no trace: the next number follows the rows there are.
+        let refused = |tx: &Tx| insert(tx, 5).and(Err::<(), _>(StoreError::new("refused")));
+        assert!(runtime.block_on(store.queue(Commit::Durable, refused).into_future()).is_err());
+        assert_eq!(write(&store, last), Some(2), "not the row of a write undone");
     }
 
     #[test]

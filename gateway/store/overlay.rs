@@ -58,11 +58,16 @@ impl Changes {
         }
     }
 
-    /// Undoes a [`Changes::put`] (the greatest-key hint may stay ahead: it is only a hint).
+    /// Undoes a [`Changes::put`].
     pub(crate) fn restore(&mut self, table: usize, key: &[u8], previous: Previous) {
         match previous {
             Some(previous) => drop(self.tables[table].insert(key.into(), previous)),
             None => drop(self.tables[table].remove(key)),
+        }
+        // The greatest key no longer there (a ledger entry of a write that failed): the greatest left.
+        if self.greatest[table].as_deref() == Some(key) && !matches!(self.get(table, key), Some(Some(_))) {
+            let given = self.tables[table].iter().filter(|(_, value)| value.is_some()).map(|(key, _)| key);
+            self.greatest[table] = given.max_by(|a, b| ALL[table].compare(a, b)).cloned();
         }
     }
 
@@ -310,12 +315,15 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
         }
         consider(self.last_stored.get().and_then(Option::as_deref));
         let Some(key) = greatest else { return Ok(None) };
-        match self.in_layers_as(&key, |found| found.is_some()) {
-            Some(true) => Ok(Some(Stored::owned(key))),
-            None => Ok(self.redb()?.get(K::from_bytes(&key))?.map(|_| Stored::owned(key))),
-            // The greatest key was removed since: find the last row the slow way.
-            Some(false) => Ok(self.iter()?.last().transpose()?.map(|(key, _)| key)),
+        let found = match self.in_layers_as(&key, |found| found.is_some()) {
+            Some(found) => found,
+            None => self.redb()?.get(K::from_bytes(&key))?.is_some(),
+        };
+        if found {
+            return Ok(Some(Stored::owned(key)));
         }
+        // The greatest key was removed since: find the last row the slow way.
+        Ok(self.iter()?.last().transpose()?.map(|(key, _)| key))
     }
 }
 
