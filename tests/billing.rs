@@ -128,6 +128,65 @@ fn concurrent_submissions_never_overdraw() {
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
 }
 
+/// A synchronous request without an `Idempotency-Key` is stored once, when it ends; meanwhile its price is
+/// earmarked in memory, and the requests in flight together never earmark more than the account has.
+#[test]
+fn concurrent_synchronous_calls_never_overdraw_and_each_is_charged_once() {
+    let demo = Demo::start();
+    let per_image = rule(&demo, "beta-image-2.0-pro_t2i")["price"].as_i64().unwrap();
+    let key = demo.account("rush-sync", 3 * per_image, 0, 0);
+    // Slow: every call is in flight while the others are decided.
+    let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a shop sim:slow", "n": 1});
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            (0..12).map(|_| s.spawn(|| demo.post_as(&key, "/v1/images/generations", &body).status)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 9, "{statuses:?}");
+    assert_eq!(demo.funds("rush-sync"), (0, 0, 0));
+    let account = demo.admin("/accounts/rush-sync", None);
+    assert_eq!(account.json["earmarked"], json!({"free_trial": 0, "plan": 0, "balance": 0}));
+    let usage = demo.admin("/usage?account=rush-sync", None);
+    let charged: Vec<i64> = std::str::from_utf8(&usage.bytes)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
+        .collect();
+    assert_eq!(charged, [per_image; 3]);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
+/// What a call in flight earmarked is not available to anything else, and setting a plan meanwhile sets
+/// what is available: the call's charge comes out of its earmark.
+#[test]
+fn money_earmarked_for_a_call_in_flight_is_kept_from_other_spending() {
+    let demo = Demo::start();
+    let per_image = rule(&demo, "beta-image-2.0-pro_t2i")["price"].as_i64().unwrap();
+    let key = demo.account("marked", 0, 0, per_image);
+    let slow = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a shop sim:slow"});
+    std::thread::scope(|s| {
+        let call = s.spawn(|| demo.post_as(&key, "/v1/images/generations", &slow));
+        let deadline = std::time::Instant::now() + WAIT;
+        while demo.admin("/accounts/marked", None).json["earmarked"]["plan"] != per_image {
+            assert!(std::time::Instant::now() < deadline, "the call earmarked nothing");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(demo.funds("marked"), (0, 0, 0));
+        let other =
+            demo.post_as(&key, "/v1/images/generations", &json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a"}));
+        assert_eq!(other.status, 402, "{}", other.json);
+        let plan = demo.admin("/accounts/marked/plan", Some(&json!({"name": "small", "allowance": 10})));
+        assert_eq!(plan.status, 200, "{}", plan.json);
+        assert_eq!(demo.funds("marked"), (0, 10, 0));
+        let answer = call.join().unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.json);
+    });
+    assert_eq!(demo.funds("marked"), (0, 10, 0));
+    assert_eq!(demo.admin("/accounts/marked", None).json["earmarked"]["plan"], 0);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
 #[test]
 fn free_trial_only_models_stop_at_the_quota() {
     let demo = Demo::start();

@@ -129,6 +129,7 @@ fn actual_seconds_and_transient_query_errors_are_handled() {
 fn a_client_that_disconnects_during_a_sync_call_leaves_a_cancelled_record_and_no_charge() {
     use std::io::Write;
     let demo = Demo::start();
+    let funds = demo.funds("demo");
     let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "shop sim:slow"}).to_string();
     let addr = demo.base.trim_start_matches("http://").to_string();
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
@@ -147,6 +148,7 @@ fn a_client_that_disconnects_during_a_sync_call_leaves_a_cancelled_record_and_no
             let record: Value = serde_json::from_str(line).unwrap();
             assert_eq!(record["status"], "cancelled", "{record}");
             assert_eq!(record["charged"], 0);
+            assert_eq!(demo.funds("demo"), funds, "what the call earmarked is available again");
             break;
         }
         assert!(std::time::Instant::now() < deadline, "no record of the abandoned call");

@@ -91,8 +91,13 @@ impl Rng {
 /// A task as `tasks::new_task` makes it, with the billing the submit handler adds.
 fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, created_ms: i64) -> TaskRecord {
     let (quoted, units) = pricing::quote(model, &Map::new());
-    let billing =
-        TaskBilling { quoted, units, hold: vec![(Pot::Balance, quoted)], baseline: 10_000_000, settlement: None };
+    let billing = TaskBilling {
+        quoted,
+        units,
+        hold: vec![(Pot::Balance, quoted)],
+        baseline: 10_000_000,
+        ..TaskBilling::default()
+    };
     let prefix = if model.media == Media::Video { "vid-" } else { "img-" };
     TaskRecord {
         task_id: format!("task-{}", rng.id()),

@@ -1,6 +1,6 @@
-//! Money: the price of a request before it is forwarded, the hold that reserves it, the settlement that
-//! posts what the upstream's `usage` says was delivered (or voids the hold), and the display-only
-//! equivalent-usage projection. Amounts are integer micro-units; no float ever holds money.
+//! Money: the price of a request before it is forwarded, the hold that reserves it (ledger entries, or an
+//! earmark in memory for a task written once, when it ends), the settlement that posts what the upstream's
+//! `usage` says was delivered (or voids the hold), and the display-only equivalent-usage projection. Amounts are integer micro-units; no float ever holds money.
 
 pub mod equivalent;
 pub mod pricing;
@@ -19,6 +19,10 @@ pub struct TaskBilling {
     pub units: Units,
     /// What was set aside, per pot, in funding order.
     pub hold: Vec<(Pot, i64)>,
+    /// The hold was an earmark in memory, not ledger entries (a task written once, when it ends): its
+    /// settlement charges what was used and has nothing to give back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earmarked: bool,
     /// Equivalent-usage baseline in force at submission: micro-units per million tokens.
     pub baseline: u64,
     #[serde(default)]
@@ -91,8 +95,14 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> 
         if used > 0 {
             by_pot.push((*pot, used));
         }
-        let (kind, delta) =
-            if outcome == "posted" { (EntryKind::Post, amount - used) } else { (EntryKind::Void, *amount) };
+        let (kind, delta) = match (billing.earmarked, outcome == "posted") {
+            (false, true) => (EntryKind::Post, amount - used),
+            (false, false) => (EntryKind::Void, *amount),
+            (true, _) => (EntryKind::Charge, -used),
+        };
+        if billing.earmarked && delta == 0 {
+            continue;
+        }
         postings.push(Posting {
             account: task.account.clone(),
             kind,

@@ -93,7 +93,7 @@ fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
         ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account")
     })?;
     let funds = state.store.funds(account)?;
-    Ok(json!({"account": record, "funds": funds}))
+    Ok(json!({"account": record, "funds": funds, "earmarked": state.store.earmarked(account)}))
 }
 
 async fn create_account(

@@ -12,8 +12,8 @@ use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
-use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, StoredTask, TaskRecord, TaskStatus};
-use crate::tasks::{self, results};
+use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
+use crate::tasks::{self, OpenTask, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -43,18 +43,24 @@ pub async fn submit(
     }
     let admitted = admit(&state.registry, endpoint, body)?;
     state.limits.reserve(&caller.account)?;
-    let reserved = Reservation { state: &state, account: &caller.account, kept: false };
+    let slot = InFlightSlot { state: &state, account: &caller.account, kept: false };
     let mut task = tasks::new_task(&caller, &admitted, &request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
-    let billing = TaskBilling {
-        quoted,
-        units,
-        hold: Vec::new(),
-        baseline: state.config.billing.equivalent_micros_per_million_tokens,
-        settlement: None,
-    };
-    task.billing = Some(billing);
+    let baseline = state.config.billing.equivalent_micros_per_million_tokens;
+    let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
     let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
+    let synchronous = admitted.model.task_mode == TaskMode::Sync;
+    if synchronous && idempotency.is_none() {
+        // Written once, when it ends: its money is earmarked in memory meanwhile. A keyed request is stored
+        // first (below), so that a retry while the upstream works finds it.
+        let earmark = state.store.earmark(&caller.account, hold).await?.map_err(|s| refusal(&admitted, s))?;
+        (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
+        task.billing = Some(billing);
+        slot.keep();
+        crate::metrics::task_accepted();
+        return run_sync(state, &req, endpoint, OpenTask::Unwritten(Box::new(task), earmark), &admitted).await;
+    }
+    task.billing = Some(billing);
     let idem = idempotency
         .clone()
         .map(|(key, body_hash)| (key, IdempotencyRecord { body_hash, task_id: task.task_id.clone() }));
@@ -67,33 +73,33 @@ pub async fn submit(
             let body_hash = idempotency.as_ref().map(|(_, h)| h.as_str()).unwrap_or_default();
             return replay(&state, &caller, endpoint, body_hash, &existing).await;
         }
-        Inserted::Shortfall(Shortfall::Insufficient { needed, available }) => {
-            return Err(ApiError::new(
-                ErrorCode::insufficient_balance,
-                format!(
-                    "This request costs {needed} micro-units; the account has {available} available. Top up and retry."
-                ),
-            ));
-        }
-        Inserted::Shortfall(Shortfall::TrialExhausted { needed, available }) => {
-            return Err(ApiError::new(
-                ErrorCode::free_trial_exhausted,
-                format!(
-                    "Model `{}` is free-trial only and the free trial is used up ({available} of the {needed} micro-units needed are left); it cannot be called on a paid basis.",
-                    admitted.model.id
-                ),
-            )
-            .with_param("model"));
-        }
+        Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall)),
     };
-    reserved.keep();
+    slot.keep();
     crate::metrics::task_accepted();
-    match admitted.model.task_mode {
-        TaskMode::Async => {
-            let task = tasks::forward_async(&state, task, &admitted).await?;
-            Ok(accepted(endpoint, &task))
-        }
-        TaskMode::Sync => run_sync(state, &req, endpoint, task, &admitted).await,
+    if synchronous {
+        run_sync(state, &req, endpoint, task.into(), &admitted).await
+    } else {
+        let task = tasks::forward_async(&state, task, &admitted).await?;
+        Ok(accepted(endpoint, &task))
+    }
+}
+
+/// The answer to a request its account cannot fund.
+fn refusal(admitted: &Admitted, shortfall: Shortfall) -> ApiError {
+    match shortfall {
+        Shortfall::Insufficient { needed, available } => ApiError::new(
+            ErrorCode::insufficient_balance,
+            format!("This request costs {needed} micro-units; the account has {available} available. Top up and retry."),
+        ),
+        Shortfall::TrialExhausted { needed, available } => ApiError::new(
+            ErrorCode::free_trial_exhausted,
+            format!(
+                "Model `{}` is free-trial only and the free trial is used up ({available} of the {needed} micro-units needed are left); it cannot be called on a paid basis.",
+                admitted.model.id
+            ),
+        )
+        .with_param("model"),
     }
 }
 
@@ -138,20 +144,20 @@ async fn replay(
     if synchronous { Ok(HttpResponse::Ok().json(tasks::view(&task))) } else { Ok(accepted(endpoint, &task)) }
 }
 
-/// An in-flight slot, given back unless the task was stored (then the task's end gives it back).
-struct Reservation<'a> {
+/// An in-flight slot, given back unless the task was accepted (then the task's end gives it back).
+struct InFlightSlot<'a> {
     state: &'a AppState,
     account: &'a str,
     kept: bool,
 }
 
-impl Reservation<'_> {
+impl InFlightSlot<'_> {
     fn keep(mut self) {
         self.kept = true;
     }
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for InFlightSlot<'_> {
     fn drop(&mut self) {
         if !self.kept {
             self.state.limits.release(self.account);
@@ -160,8 +166,8 @@ impl Drop for Reservation<'_> {
 }
 
 /// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
-async fn abandon(state: &AppState, task_id: &str) -> Result<(), ApiError> {
-    tasks::finish(state, task_id, TaskStatus::Cancelled, |t| {
+async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
+    tasks::finish(state, task, TaskStatus::Cancelled, |t| {
         t.error = Some(crate::store::TaskError {
             code: "client_disconnected".into(),
             message: "The client disconnected before the result was ready; nothing was charged.".into(),
@@ -171,18 +177,26 @@ async fn abandon(state: &AppState, task_id: &str) -> Result<(), ApiError> {
     .map(|_| ())
 }
 
-/// Abandons the synchronous task if the handler future is dropped mid-call (server shutdown).
+/// Holds a synchronous task while the upstream works, and abandons it if the handler future is dropped
+/// mid-call (server shutdown).
 struct DropGuard {
-    state: Option<web::Data<AppState>>,
-    task_id: String,
+    state: web::Data<AppState>,
+    task: Option<OpenTask>,
+}
+
+impl DropGuard {
+    /// The task, for the handler to end itself.
+    fn disarm(mut self) -> Result<OpenTask, ApiError> {
+        self.task.take().ok_or_else(|| ApiError::internal("the synchronous task was taken twice"))
+    }
 }
 
 impl Drop for DropGuard {
     fn drop(&mut self) {
-        if let Some(state) = self.state.take() {
-            let task_id = std::mem::take(&mut self.task_id);
+        if let Some(task) = self.task.take() {
+            let state = self.state.clone();
             actix_web::rt::spawn(async move {
-                let _ = abandon(&state, &task_id).await;
+                let _ = abandon(&state, task).await;
             });
         }
     }
@@ -192,11 +206,10 @@ async fn run_sync(
     state: web::Data<AppState>,
     req: &HttpRequest,
     endpoint: &EndpointSpec,
-    task: Box<StoredTask>,
+    task: OpenTask,
     admitted: &Admitted,
 ) -> Result<HttpResponse, ApiError> {
-    let task_id = task.record.task_id.clone();
-    let mut guard = DropGuard { state: Some(state.clone()), task_id: task_id.clone() };
+    let guard = DropGuard { state: state.clone(), task: Some(task) };
     crate::metrics::upstream_call("create");
     let call = client::create(&state.upstreams, admitted.model, &admitted.envelope);
     // actix-web keeps running a handler after its client closed the connection: watch the socket meanwhile.
@@ -204,26 +217,25 @@ async fn run_sync(
         Some(peer) => tokio::select! {
             answer = call => answer,
             () = peer.gone() => {
-                guard.state = None;
-                abandon(&state, &task_id).await?;
+                abandon(&state, guard.disarm()?).await?;
                 return Err(ApiError::new(ErrorCode::client_closed_request, "The client closed the connection."));
             }
         },
         None => call.await,
     };
-    guard.state = None;
+    let task = guard.disarm()?;
     let answer = match answer {
         Ok(answer) => answer,
         Err(error) => {
             crate::metrics::upstream_error("create");
-            tasks::fail(&state, &task_id, &error.code(), "the upstream refused the request").await?;
+            tasks::fail(&state, task, &error.code(), "the upstream refused the request").await?;
             return Err(error.into());
         }
     };
     let reported: results::Reported = match answer.read() {
         Ok(reported) => reported,
         Err(error) => {
-            tasks::fail(&state, &task_id, &error.code(), "the upstream answered something unreadable").await?;
+            tasks::fail(&state, task, &error.code(), "the upstream answered something unreadable").await?;
             return Err(error.into());
         }
     };

@@ -1,8 +1,10 @@
 //! The ledger: append-only entries, each moving money into or out of one of an account's three pots. A
 //! pot's available amount is always the sum of its entries; `FUNDS` caches those sums and is updated in the
-//! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree.
+//! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree. Money earmarked in
+//! memory (`earmarks`) stays in its pot until it is charged, and no other debit may take it.
 
 use super::Tx;
+use super::earmarks::Book;
 use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -37,7 +39,16 @@ impl Funds {
         }
     }
 
-    fn add(&mut self, pot: Pot, delta: i64) {
+    /// What is left of each pot once `earmarked` is set aside.
+    pub fn less(&self, earmarked: &Funds) -> Funds {
+        Funds {
+            free_trial: self.free_trial - earmarked.free_trial,
+            plan: self.plan - earmarked.plan,
+            balance: self.balance - earmarked.balance,
+        }
+    }
+
+    pub(crate) fn add(&mut self, pot: Pot, delta: i64) {
         match pot {
             Pot::FreeTrial => self.free_trial += delta,
             Pot::Plan => self.plan += delta,
@@ -58,6 +69,8 @@ pub enum EntryKind {
     Post,
     /// Cancels a hold: gives all of it back.
     Void,
+    /// What a task whose money was earmarked rather than held used (delta < 0): written when it ends.
+    Charge,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,8 +113,14 @@ pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
-/// Appends entries and updates the cached sums, inside the caller's transaction.
-pub(crate) fn append(tx: &Tx, postings: Vec<Posting>) -> Result<(), StoreError> {
+/// What `account` may spend: its funds less what is earmarked.
+pub(crate) fn available_in(tx: &Tx, earmarks: &Book, account: &str) -> Result<Funds, StoreError> {
+    Ok(funds_in(tx, account)?.less(&earmarks.of(account)))
+}
+
+/// Appends entries and updates the cached sums, inside the caller's transaction. A debit that would leave
+/// a pot below what is earmarked from it is refused (and so is one that would leave it negative).
+pub(crate) fn append(tx: &Tx, earmarks: &Book, postings: Vec<Posting>) -> Result<(), StoreError> {
     if postings.is_empty() {
         return Ok(());
     }
@@ -124,8 +143,12 @@ pub(crate) fn append(tx: &Tx, postings: Vec<Posting>) -> Result<(), StoreError> 
         let mut funds: Funds =
             funds_table.get(entry.account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
         funds.add(entry.pot, entry.delta);
-        if funds.get(entry.pot) < 0 {
-            return Err(StoreError::new(format!("ledger: {} pot {:?} would go negative", entry.account, entry.pot)));
+        let keep = if entry.delta < 0 { earmarks.of(&entry.account).get(entry.pot) } else { 0 };
+        if funds.get(entry.pot) < keep {
+            return Err(StoreError::new(format!(
+                "ledger: {} pot {:?} would go below {keep} (what tasks in flight have earmarked)",
+                entry.account, entry.pot
+            )));
         }
         funds_table.insert(entry.account.as_str(), encode(&funds)?.as_slice())?;
     }
@@ -167,14 +190,21 @@ pub struct LedgerReport {
 impl Store {
     /// Appends entries on their own (top-ups, grants, plans).
     pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
-        let postings = postings.to_vec();
-        self.write(move |tx| append(tx, postings))
+        let (postings, earmarks) = (postings.to_vec(), self.earmarks.clone());
+        self.write(move |tx| append(tx, &earmarks, postings))
     }
 
+    /// What `account` may spend: each pot less what tasks in flight have held or earmarked from it.
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
         let tx = self.view()?;
         let table = tx.open_table(FUNDS)?;
-        Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
+        let funds: Funds = table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
+        Ok(funds.less(&self.earmarks.of(account)))
+    }
+
+    /// What tasks in flight of `account` have earmarked, per pot (a part of its pots [`Store::funds`] leaves out).
+    pub fn earmarked(&self, account: &str) -> Funds {
+        self.earmarks.of(account)
     }
 
     /// Entries of one account (or all), oldest first.

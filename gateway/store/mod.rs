@@ -12,6 +12,7 @@
 mod accounts;
 mod backend;
 mod checkpointer;
+mod earmarks;
 pub mod ledger;
 mod overlay;
 mod syncer;
@@ -23,6 +24,7 @@ mod wal;
 mod writer;
 
 pub use accounts::{Account, KeyRecord, hash_key};
+pub use earmarks::Earmark;
 pub use tasks::{
     Hold, IdempotencyRecord, Inserted, StoredTask, TaskError, TaskRecord, TaskRef, TaskResult, TaskStatus,
 };
@@ -75,6 +77,8 @@ pub struct Store {
     overlay: Arc<overlay::Overlay>,
     writer: writer::Writer,
     key_cache: Arc<accounts::KeyCache>,
+    /// Money tasks in flight have earmarked in memory: see `earmarks`.
+    earmarks: Arc<earmarks::Book>,
 }
 
 impl Store {
@@ -123,6 +127,7 @@ impl Store {
             db,
             overlay,
             key_cache: Arc::default(),
+            earmarks: Arc::default(),
         })
     }
 
@@ -203,7 +208,7 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError>
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::ledger::{EntryKind, Posting, Pot};
+    use super::ledger::{EntryKind, Posting, Pot, Shortfall};
     use super::*;
     use std::future::IntoFuture;
 
@@ -275,8 +280,7 @@ mod tests {
     }
 
     /// The next ledger or usage-log number comes from the greatest key wherever it is: redb, a published
-    /// layer, or the write's own changes, and from the rows left when the greatest was removed or its write
-    /// undone.
+    /// layer, or the write's own changes, and from the rows left when the greatest was removed.
     #[test]
     fn the_last_key_is_found_in_redb_the_overlay_and_a_writes_own_changes() {
         let dir = tempfile::tempdir().unwrap();
@@ -370,6 +374,60 @@ mod tests {
         // Nor did the failed write reach the log.
         let image = crash_image(dir.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         assert_eq!(switches(&Store::open(image.path()).unwrap()), expected);
+    }
+
+    /// Money earmarked in memory is kept from other earmarks, holds and debits until the task's ending write
+    /// charges what it used (a `charge` entry, nothing held or given back) or the earmark is dropped.
+    #[test]
+    fn earmarked_money_is_kept_from_other_spending_until_charged_or_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = &runtime;
+        fn run<T: Send + 'static>(runtime: &tokio::runtime::Runtime, pending: Pending<T>) -> T {
+            runtime.block_on(pending.into_future()).unwrap()
+        }
+        let balance = |store: &Store| store.funds("acme").unwrap().balance;
+        let posting = |delta| Posting {
+            account: "acme".into(),
+            kind: EntryKind::TopUp,
+            pot: Pot::Balance,
+            delta,
+            task_id: None,
+            note: "test".into(),
+        };
+        store.ensure_account("acme").unwrap();
+        store.post(&[posting(100_000)]).unwrap();
+        let hold = |amount| Hold { amount, trial_only: false };
+
+        let earmark = run(runtime, store.earmark("acme", hold(60_000))).unwrap();
+        assert_eq!(earmark.split(), [(Pot::Balance, 60_000)]);
+        assert_eq!((balance(&store), store.earmarked("acme").balance), (40_000, 60_000));
+        let shortfall = Shortfall::Insufficient { needed: 50_000, available: 40_000 };
+        assert_eq!(run(runtime, store.earmark("acme", hold(50_000))).unwrap_err(), shortfall);
+        let mut task = settled_task();
+        (task.account, task.status, task.billing) = ("acme".into(), TaskStatus::Running, None);
+        let held = run(runtime, store.add_task(task.clone(), None, Some(hold(50_000)), Commit::Durable));
+        assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall), "{held:?}");
+        assert!(store.post(&[posting(-40_001)]).is_err(), "a debit may not take earmarked money");
+        store.post(&[posting(-40_000)]).unwrap();
+        assert_eq!(balance(&store), 0);
+
+        // The ending write charges what was used (one image, 40,000) and releases the rest.
+        let mut ended = settled_task();
+        ended.account = "acme".into();
+        let billing = ended.billing.as_mut().unwrap();
+        (billing.hold, billing.earmarked, billing.settlement) = (earmark.split().to_vec(), true, None);
+        let ended = run(runtime, store.add_ended(ended, earmark));
+        assert_eq!(ended.billing.unwrap().settlement.unwrap().charged, 40_000);
+        assert_eq!((balance(&store), store.earmarked("acme").balance), (20_000, 0));
+        let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.kind, e.delta)).collect();
+        assert_eq!(kinds, [(EntryKind::TopUp, 100_000), (EntryKind::TopUp, -40_000), (EntryKind::Charge, -40_000)]);
+
+        // Dropped unspent (the task was never stored): nothing is charged.
+        drop(run(runtime, store.earmark("acme", hold(20_000))).unwrap());
+        assert_eq!((balance(&store), store.earmarked("acme")), (20_000, ledger::Funds::default()));
+        assert!(store.verify_ledger().unwrap().problems.is_empty());
     }
 
     #[test]

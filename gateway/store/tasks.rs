@@ -2,6 +2,7 @@
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
 use super::Tx;
+use super::earmarks::Earmark;
 use super::ledger::{self, EntryKind, Posting, Shortfall};
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
 use serde::{Deserialize, Serialize};
@@ -161,6 +162,7 @@ impl Store {
         hold: Option<Hold>,
         commit: Commit,
     ) -> Pending<Inserted> {
+        let earmarks = self.earmarks.clone();
         self.queue(commit, move |tx: &Tx| {
             // Every refusal is decided before the first write, so a refused insert writes nothing.
             if let Some((key, _)) = &idempotency {
@@ -173,7 +175,8 @@ impl Store {
             }
             let split = match hold {
                 Some(hold) => {
-                    match ledger::plan_hold(&ledger::funds_in(tx, &new.account)?, hold.amount, hold.trial_only) {
+                    let available = ledger::available_in(tx, &earmarks, &new.account)?;
+                    match ledger::plan_hold(&available, hold.amount, hold.trial_only) {
                         Ok(split) => split,
                         Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
                     }
@@ -195,7 +198,7 @@ impl Store {
                         note: new.model.clone(),
                     })
                     .collect();
-                ledger::append(tx, postings)?;
+                ledger::append(tx, &earmarks, postings)?;
                 if let Some(billing) = new.billing.as_mut() {
                     billing.hold = split;
                 }
@@ -206,6 +209,36 @@ impl Store {
                 tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
             Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes })))
+        })
+    }
+
+    /// Earmarks `hold` from the account's funds in memory, for a task written once, when it ends
+    /// ([`Store::add_ended`]); writes nothing. Resolves to the earmark, or to why the account cannot fund it.
+    pub fn earmark(&self, account: &str, hold: Hold) -> Pending<Result<Earmark, Shortfall>> {
+        let (account, earmarks) = (account.to_string(), self.earmarks.clone());
+        self.queue(Commit::Deferred, move |tx: &Tx| {
+            let available = ledger::available_in(tx, &earmarks, &account)?;
+            Ok(ledger::plan_hold(&available, hold.amount, hold.trial_only)
+                .map(|split| earmarks.earmark(&account, split)))
+        })
+    }
+
+    /// Stores a task that has ended, with its settlement: the charge of what it used from `earmark` and its
+    /// usage line, in one durable write. The earmark is released with it, or when the write does not happen.
+    pub fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Pending<TaskRecord> {
+        let earmarks = self.earmarks.clone();
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            if !task.status.is_terminal() {
+                return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
+            }
+            // Off the book first: the charge below takes the money from the pots themselves.
+            earmark.spend();
+            if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                ledger::append(tx, &earmarks, postings)?;
+                ledger::log_usage(tx, &usage)?;
+            }
+            tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
+            Ok(task)
         })
     }
 
@@ -225,7 +258,7 @@ impl Store {
         commit: Commit,
         change: impl FnOnce(&mut TaskRecord) + Send + 'static,
     ) -> Pending<Option<TaskRecord>> {
-        let (task, expected) = (task.into(), expected.to_vec());
+        let (task, expected, earmarks) = (task.into(), expected.to_vec(), self.earmarks.clone());
         self.queue(commit, move |tx: &Tx| {
             let (task_id, known) = match task {
                 TaskRef::Id(id) => (id, None),
@@ -242,7 +275,7 @@ impl Store {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
                 if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, postings)?;
+                    ledger::append(tx, &earmarks, postings)?;
                     ledger::log_usage(tx, &usage)?;
                 }
             }

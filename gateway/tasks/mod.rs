@@ -13,7 +13,7 @@ use crate::catalog::TaskMode;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
-use crate::store::{Commit, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
+use crate::store::{Commit, Earmark, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, Answer};
 use actix_web::web;
@@ -121,7 +121,7 @@ pub async fn forward_async(
             let reported = answer.read::<results::Reported>().ok();
             let upstream_id = reported.and_then(|r| r.output.task_id).map(String::from);
             let Some(upstream_id) = upstream_id else {
-                fail(state, &task_id, "UpstreamMalformed", "no task id in the upstream's answer").await?;
+                fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
             let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
@@ -139,7 +139,7 @@ pub async fn forward_async(
             Ok(task)
         }
         Err(error) => {
-            fail(state, &task_id, &error.code(), "the upstream refused the submission").await?;
+            fail(state, task_id.as_str(), &error.code(), "the upstream refused the submission").await?;
             Err(error.into())
         }
     }
@@ -167,30 +167,62 @@ async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Answ
     Err(UpstreamError::Timeout)
 }
 
-/// Ends a task as failed (compare-and-swap from any live state).
-pub async fn fail(state: &AppState, task_id: &str, code: &str, message: &str) -> Result<Option<TaskRecord>, ApiError> {
-    let error = TaskError { code: code.to_string(), message: message.to_string() };
-    finish(state, task_id, TaskStatus::Failed, move |t| t.error = Some(error)).await
+/// A live task its handler will end: stored already, or written once, when it ends.
+#[derive(Debug)]
+pub enum OpenTask {
+    Stored(TaskRef),
+    /// Not stored yet: a synchronous task without an `Idempotency-Key`, whose money is earmarked in memory.
+    Unwritten(Box<TaskRecord>, Earmark),
 }
 
-/// Moves a live task to a terminal state exactly once; `None` if it had already ended.
+impl From<&str> for OpenTask {
+    fn from(task_id: &str) -> OpenTask {
+        OpenTask::Stored(task_id.into())
+    }
+}
+
+impl From<Box<StoredTask>> for OpenTask {
+    fn from(task: Box<StoredTask>) -> OpenTask {
+        OpenTask::Stored(task.into())
+    }
+}
+
+/// Ends a task as failed (compare-and-swap from any live state).
+pub async fn fail(
+    state: &AppState,
+    task: impl Into<OpenTask>,
+    code: &str,
+    message: &str,
+) -> Result<Option<TaskRecord>, ApiError> {
+    let error = TaskError { code: code.to_string(), message: message.to_string() };
+    finish(state, task, TaskStatus::Failed, move |t| t.error = Some(error)).await
+}
+
+/// Moves a live task to a terminal state exactly once, settling its money in the same write; `None` if it
+/// had already ended.
 pub async fn finish(
     state: &AppState,
-    task: impl Into<TaskRef>,
+    task: impl Into<OpenTask>,
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
 ) -> Result<Option<TaskRecord>, ApiError> {
-    let live = [TaskStatus::Queued, TaskStatus::Running];
-    let finished = state
-        .store
-        .change_task(task, &live, Commit::Durable, move |t| {
-            let now = now_ms();
-            t.status = status;
-            t.updated_ms = now;
-            t.finished_ms = Some(now);
-            change(t);
-        })
-        .await?;
+    let end = move |t: &mut TaskRecord| {
+        let now = now_ms();
+        t.status = status;
+        t.updated_ms = now;
+        t.finished_ms = Some(now);
+        change(t);
+    };
+    let finished = match task.into() {
+        OpenTask::Stored(task) => {
+            let live = [TaskStatus::Queued, TaskStatus::Running];
+            state.store.change_task(task, &live, Commit::Durable, end).await?
+        }
+        OpenTask::Unwritten(mut task, earmark) => {
+            end(&mut task);
+            Some(state.store.add_ended(*task, earmark).await?)
+        }
+    };
     if let Some(task) = &finished {
         crate::metrics::task_finished(task.status);
         state.limits.release(&task.account);

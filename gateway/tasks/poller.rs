@@ -684,7 +684,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
         StoreJob::Fail { slot, task, ticket, code, message } => {
-            let written = fail(&state, &task, code, message).await;
+            let written = fail(&state, &*task, code, message).await;
             Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
         StoreJob::MarkRunning { slot, task, next_poll_ms } => {
