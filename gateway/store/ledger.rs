@@ -4,10 +4,11 @@
 //! memory (`earmarks`) stays in its pot until it is charged, and no other debit may take it.
 
 use super::Tx;
-use super::earmarks::Book;
+use super::earmarks::{Book, Earmark, Move};
 use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where money comes from, in funding order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -113,19 +114,44 @@ pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
-/// What `account` may spend: its funds less what is earmarked.
-pub(crate) fn available_in(tx: &Tx, earmarks: &Book, account: &str) -> Result<Funds, StoreError> {
-    Ok(funds_in(tx, account)?.less(&earmarks.of(account)))
-}
-
-/// Appends entries and updates the cached sums, inside the caller's transaction. A debit that would leave
-/// a pot below what is earmarked from it is refused (and so is one that would leave it negative).
-pub(crate) fn append(tx: &Tx, earmarks: &Book, postings: Vec<Posting>) -> Result<(), StoreError> {
+/// Appends entries and updates the cached sums, inside the caller's transaction, spending `spending` if
+/// given (its money leaves the book as the entries take it from the pots). A debit that would leave a pot
+/// below what is earmarked from it is refused (and so is one that would leave it negative).
+pub(crate) fn append(
+    tx: &Tx,
+    earmarks: &Arc<Book>,
+    postings: Vec<Posting>,
+    spending: Option<Earmark>,
+) -> Result<(), StoreError> {
     if postings.is_empty() {
         return Ok(());
     }
-    let mut ledger = tx.open_table(LEDGER)?;
     let mut funds_table = tx.open_table(FUNDS)?;
+    // Each account's funds as the postings leave them, read before anything is decided or written.
+    let mut funds: Vec<(&str, Funds)> = Vec::with_capacity(1);
+    let mut moves = Vec::with_capacity(postings.len());
+    for p in &postings {
+        let index = match funds.iter().position(|(account, _)| *account == p.account) {
+            Some(index) => index,
+            None => {
+                let stored = funds_table.get(p.account.as_str())?.map(|v| decode(v.value())).transpose()?;
+                funds.push((&p.account, stored.unwrap_or_default()));
+                funds.len() - 1
+            }
+        };
+        let account = &mut funds[index].1;
+        account.add(p.pot, p.delta);
+        moves.push(Move { account: &p.account, pot: p.pot, delta: p.delta, after: account.get(p.pot) });
+    }
+    let debited = earmarks.decide(&moves, spending).map_err(|e| StoreError::new(format!("ledger: {e}")))?;
+    if !debited.is_empty() {
+        let book = earmarks.clone();
+        tx.on_undo(move || book.forget(&debited));
+    }
+    for (account, funds) in &funds {
+        funds_table.insert(*account, encode(funds)?.as_slice())?;
+    }
+    let mut ledger = tx.open_table(LEDGER)?;
     let first = ledger.last_key()?.map_or(1, |k| k.value() + 1);
     let now = chrono::Utc::now().timestamp_millis();
     for (seq, p) in (first..).zip(postings) {
@@ -140,17 +166,6 @@ pub(crate) fn append(tx: &Tx, earmarks: &Book, postings: Vec<Posting>) -> Result
             note: p.note,
         };
         ledger.insert(seq, encode(&entry)?.as_slice())?;
-        let mut funds: Funds =
-            funds_table.get(entry.account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
-        funds.add(entry.pot, entry.delta);
-        let keep = if entry.delta < 0 { earmarks.of(&entry.account).get(entry.pot) } else { 0 };
-        if funds.get(entry.pot) < keep {
-            return Err(StoreError::new(format!(
-                "ledger: {} pot {:?} would go below {keep} (what tasks in flight have earmarked)",
-                entry.account, entry.pot
-            )));
-        }
-        funds_table.insert(entry.account.as_str(), encode(&funds)?.as_slice())?;
     }
     Ok(())
 }
@@ -191,7 +206,7 @@ impl Store {
     /// Appends entries on their own (top-ups, grants, plans).
     pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
         let (postings, earmarks) = (postings.to_vec(), self.earmarks.clone());
-        self.write(move |tx| append(tx, &earmarks, postings))
+        self.write(move |tx| append(tx, &earmarks, postings, None))
     }
 
     /// What `account` may spend: each pot less what tasks in flight have held or earmarked from it.

@@ -377,16 +377,19 @@ mod tests {
     }
 
     /// Money earmarked in memory is kept from other earmarks, holds and debits until the task's ending write
-    /// charges what it used (a `charge` entry, nothing held or given back) or the earmark is dropped.
+    /// charges what it used (a `charge` entry, nothing held or given back) or the earmark is dropped; the
+    /// funds earmarks are decided from follow every debit at once, and credits and undone writes through
+    /// the writer.
     #[test]
     fn earmarked_money_is_kept_from_other_spending_until_charged_or_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let runtime = &runtime;
-        fn run<T: Send + 'static>(runtime: &tokio::runtime::Runtime, pending: Pending<T>) -> T {
-            runtime.block_on(pending.into_future()).unwrap()
-        }
+        let run = |pending: Pending<Inserted>| runtime.block_on(pending.into_future()).unwrap();
+        let earmark = |amount| {
+            let hold = Hold { amount, trial_only: false };
+            runtime.block_on(store.earmark("acme", hold)).unwrap()
+        };
         let balance = |store: &Store| store.funds("acme").unwrap().balance;
         let posting = |delta| Posting {
             account: "acme".into(),
@@ -398,35 +401,47 @@ mod tests {
         };
         store.ensure_account("acme").unwrap();
         store.post(&[posting(100_000)]).unwrap();
-        let hold = |amount| Hold { amount, trial_only: false };
 
-        let earmark = run(runtime, store.earmark("acme", hold(60_000))).unwrap();
-        assert_eq!(earmark.split(), [(Pot::Balance, 60_000)]);
+        let first = earmark(60_000).unwrap();
+        assert_eq!(first.split(), [(Pot::Balance, 60_000)]);
         assert_eq!((balance(&store), store.earmarked("acme").balance), (40_000, 60_000));
-        let shortfall = Shortfall::Insufficient { needed: 50_000, available: 40_000 };
-        assert_eq!(run(runtime, store.earmark("acme", hold(50_000))).unwrap_err(), shortfall);
+        let shortfall = |needed, available| Shortfall::Insufficient { needed, available };
+        assert_eq!(earmark(50_000).unwrap_err(), shortfall(50_000, 40_000));
         let mut task = settled_task();
         (task.account, task.status, task.billing) = ("acme".into(), TaskStatus::Running, None);
-        let held = run(runtime, store.add_task(task.clone(), None, Some(hold(50_000)), Commit::Durable));
-        assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall), "{held:?}");
+        let held = run(store.add_task(task, None, Some(Hold { amount: 50_000, trial_only: false }), Commit::Durable));
+        assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall(50_000, 40_000)), "{held:?}");
         assert!(store.post(&[posting(-40_001)]).is_err(), "a debit may not take earmarked money");
-        store.post(&[posting(-40_000)]).unwrap();
+        store.post(&[posting(-30_000)]).unwrap();
+        assert_eq!(earmark(10_001).unwrap_err(), shortfall(10_001, 10_000), "decided after the debit");
+        // A write that debits and is undone leaves the funds as they were.
+        let earmarks = store.earmarks.clone();
+        let undone = store.write(move |tx| {
+            ledger::append(tx, &earmarks, vec![posting(-10_000)], None)?;
+            Err::<(), _>(StoreError::new("refused after the debit"))
+        });
+        assert!(undone.is_err());
+        let second = earmark(10_000).unwrap();
         assert_eq!(balance(&store), 0);
+        drop(second);
 
         // The ending write charges what was used (one image, 40,000) and releases the rest.
         let mut ended = settled_task();
         ended.account = "acme".into();
         let billing = ended.billing.as_mut().unwrap();
-        (billing.hold, billing.earmarked, billing.settlement) = (earmark.split().to_vec(), true, None);
-        let ended = run(runtime, store.add_ended(ended, earmark));
+        (billing.hold, billing.earmarked, billing.settlement) = (first.split().to_vec(), true, None);
+        let ended = runtime.block_on(store.add_ended(ended, first).into_future()).unwrap();
         assert_eq!(ended.billing.unwrap().settlement.unwrap().charged, 40_000);
-        assert_eq!((balance(&store), store.earmarked("acme").balance), (20_000, 0));
+        assert_eq!((balance(&store), store.earmarked("acme").balance), (30_000, 0));
         let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.kind, e.delta)).collect();
-        assert_eq!(kinds, [(EntryKind::TopUp, 100_000), (EntryKind::TopUp, -40_000), (EntryKind::Charge, -40_000)]);
+        assert_eq!(kinds, [(EntryKind::TopUp, 100_000), (EntryKind::TopUp, -30_000), (EntryKind::Charge, -40_000)]);
+        // A credit counts too.
+        store.post(&[posting(5_000)]).unwrap();
+        assert_eq!(earmark(35_001).unwrap_err(), shortfall(35_001, 35_000));
 
         // Dropped unspent (the task was never stored): nothing is charged.
-        drop(run(runtime, store.earmark("acme", hold(20_000))).unwrap());
-        assert_eq!((balance(&store), store.earmarked("acme")), (20_000, ledger::Funds::default()));
+        drop(earmark(35_000).unwrap());
+        assert_eq!((balance(&store), store.earmarked("acme")), (35_000, ledger::Funds::default()));
         assert!(store.verify_ledger().unwrap().problems.is_empty());
     }
 

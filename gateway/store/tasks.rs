@@ -173,20 +173,18 @@ impl Store {
                     return Ok(Inserted::Duplicate(existing));
                 }
             }
-            let split = match hold {
-                Some(hold) => {
-                    let available = ledger::available_in(tx, &earmarks, &new.account)?;
-                    match ledger::plan_hold(&available, hold.amount, hold.trial_only) {
-                        Ok(split) => split,
-                        Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
-                    }
-                }
-                None => Vec::new(),
+            let earmark = match hold {
+                Some(hold) => match earmarks.earmark_from(&new.account, ledger::funds_in(tx, &new.account)?, hold) {
+                    Ok(earmark) => Some(earmark),
+                    Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
+                },
+                None => None,
             };
             if let Some((key, record)) = &idempotency {
                 tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
             }
-            if hold.is_some() {
+            if let Some(earmark) = earmark {
+                let split = earmark.split().to_vec();
                 let postings: Vec<Posting> = split
                     .iter()
                     .map(|(pot, amount)| Posting {
@@ -198,7 +196,8 @@ impl Store {
                         note: new.model.clone(),
                     })
                     .collect();
-                ledger::append(tx, &earmarks, postings)?;
+                // Held: the earmark becomes ledger entries at once.
+                ledger::append(tx, &earmarks, postings, Some(earmark))?;
                 if let Some(billing) = new.billing.as_mut() {
                     billing.hold = split;
                 }
@@ -213,14 +212,17 @@ impl Store {
     }
 
     /// Earmarks `hold` from the account's funds in memory, for a task written once, when it ends
-    /// ([`Store::add_ended`]); writes nothing. Resolves to the earmark, or to why the account cannot fund it.
-    pub fn earmark(&self, account: &str, hold: Hold) -> Pending<Result<Earmark, Shortfall>> {
+    /// ([`Store::add_ended`]); writes nothing. At once when the account's funds are known, else through
+    /// the writer. Resolves to the earmark, or to why the account cannot fund it.
+    pub async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        if let Some(decided) = self.earmarks.try_earmark(account, hold) {
+            return Ok(decided);
+        }
         let (account, earmarks) = (account.to_string(), self.earmarks.clone());
         self.queue(Commit::Deferred, move |tx: &Tx| {
-            let available = ledger::available_in(tx, &earmarks, &account)?;
-            Ok(ledger::plan_hold(&available, hold.amount, hold.trial_only)
-                .map(|split| earmarks.earmark(&account, split)))
+            Ok(earmarks.earmark_from(&account, ledger::funds_in(tx, &account)?, hold))
         })
+        .await
     }
 
     /// Stores a task that has ended, with its settlement: the charge of what it used from `earmark` and its
@@ -231,10 +233,8 @@ impl Store {
             if !task.status.is_terminal() {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
-            // Off the book first: the charge below takes the money from the pots themselves.
-            earmark.spend();
             if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                ledger::append(tx, &earmarks, postings)?;
+                ledger::append(tx, &earmarks, postings, Some(earmark))?;
                 ledger::log_usage(tx, &usage)?;
             }
             tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
@@ -275,7 +275,7 @@ impl Store {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
                 if let Some((postings, usage)) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, &earmarks, postings)?;
+                    ledger::append(tx, &earmarks, postings, None)?;
                     ledger::log_usage(tx, &usage)?;
                 }
             }

@@ -17,6 +17,8 @@ pub struct Tx<'v> {
     log: RefCell<wal::Record>,
     /// What each change replaced in `staged`, to undo a write that fails.
     undo: RefCell<Vec<Undo>>,
+    /// What a write changed outside the store and must put right if it is undone (see [`Tx::on_undo`]).
+    undo_outside: RefCell<Vec<Box<dyn FnOnce()>>>,
 }
 
 /// A change's table, where its key lies in the log record, and what it replaced.
@@ -26,13 +28,20 @@ type Undo = (usize, Range<usize>, Previous);
 pub(crate) struct Mark {
     log: usize,
     undo: usize,
+    undo_outside: usize,
 }
 
 impl<'v> Tx<'v> {
     /// A transaction over `view` that stages its changes in `staged` (empty) and adds them to `log` (after
     /// what it holds already).
     pub(crate) fn new(view: &'v View, staged: Changes, log: wal::Record) -> Tx<'v> {
-        Tx { view, staged: RefCell::new(staged), log: RefCell::new(log), undo: RefCell::default() }
+        Tx {
+            view,
+            staged: RefCell::new(staged),
+            log: RefCell::new(log),
+            undo: RefCell::default(),
+            undo_outside: RefCell::default(),
+        }
     }
 
     pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(
@@ -43,7 +52,16 @@ impl<'v> Tx<'v> {
     }
 
     pub(crate) fn mark(&self) -> Mark {
-        Mark { log: self.log.borrow().len(), undo: self.undo.borrow().len() }
+        Mark {
+            log: self.log.borrow().len(),
+            undo: self.undo.borrow().len(),
+            undo_outside: self.undo_outside.borrow().len(),
+        }
+    }
+
+    /// Runs `undo` if the write running now fails and is undone; forgets it once the write is kept.
+    pub(crate) fn on_undo(&self, undo: impl FnOnce() + 'static) {
+        self.undo_outside.borrow_mut().push(Box::new(undo));
     }
 
     /// Undoes every change since `mark`.
@@ -54,6 +72,8 @@ impl<'v> Tx<'v> {
             staged.restore(table, log.bytes(key), previous);
         }
         log.truncate(mark.log);
+        let outside: Vec<_> = self.undo_outside.borrow_mut().drain(mark.undo_outside..).rev().collect();
+        outside.into_iter().for_each(|undo| undo());
     }
 
     /// The staged changes, and the log record with them added.
