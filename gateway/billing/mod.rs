@@ -1,6 +1,7 @@
 //! Money: the price of a request before it is forwarded, the hold that reserves it (ledger entries, or an
 //! earmark in memory for a task written once, when it ends), the settlement that posts what the upstream's
-//! `usage` says was delivered (or voids the hold), and the display-only equivalent-usage projection. Amounts are integer micro-units; no float ever holds money.
+//! `usage` says was delivered (or voids the hold), and the display-only equivalent-usage projection.
+//! Amounts are integer micro-units; no float ever holds money.
 
 pub mod equivalent;
 pub mod pricing;
@@ -32,7 +33,8 @@ pub struct TaskBilling {
 /// How a task's hold ended.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Settlement {
-    /// `posted` or `voided`.
+    /// `posted` (what was delivered is charged) or `voided` (nothing is: a held task's hold is given back, an
+    /// earmarked one's released).
     pub outcome: String,
     /// Amount charged, in micro-units.
     pub charged: i64,
@@ -100,6 +102,8 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> 
             (false, false) => (EntryKind::Void, *amount),
             (true, _) => (EntryKind::Charge, -used),
         };
+        // A held task's post closes its hold even when it gives nothing back; an earmarked task has no hold
+        // to close, so a charge of nothing is no entry.
         if billing.earmarked && delta == 0 {
             continue;
         }

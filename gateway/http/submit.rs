@@ -17,6 +17,7 @@ use crate::tasks::{self, OpenTask, results};
 use crate::upstream::client;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
+use scopeguard::ScopeGuard;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -43,7 +44,8 @@ pub async fn submit(
     }
     let admitted = admit(&state.registry, endpoint, body)?;
     state.limits.reserve(&caller.account)?;
-    let slot = InFlightSlot { state: &state, account: &caller.account, kept: false };
+    // Given back unless the task is accepted (then the task's end gives it back).
+    let slot = scopeguard::guard((), |()| state.limits.release(&caller.account));
     let mut task = tasks::new_task(&caller, &admitted, &request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.config.billing.equivalent_micros_per_million_tokens;
@@ -56,7 +58,7 @@ pub async fn submit(
         let earmark = state.store.earmark(&caller.account, hold).await?.map_err(|s| refusal(&admitted, s))?;
         (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
         task.billing = Some(billing);
-        slot.keep();
+        ScopeGuard::into_inner(slot);
         crate::metrics::task_accepted();
         return run_sync(state, &req, endpoint, OpenTask::Unwritten(Box::new(task), earmark), &admitted).await;
     }
@@ -75,7 +77,7 @@ pub async fn submit(
         }
         Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall)),
     };
-    slot.keep();
+    ScopeGuard::into_inner(slot);
     crate::metrics::task_accepted();
     if synchronous {
         run_sync(state, &req, endpoint, task.into(), &admitted).await
@@ -144,27 +146,6 @@ async fn replay(
     if synchronous { Ok(HttpResponse::Ok().json(tasks::view(&task))) } else { Ok(accepted(endpoint, &task)) }
 }
 
-/// An in-flight slot, given back unless the task was accepted (then the task's end gives it back).
-struct InFlightSlot<'a> {
-    state: &'a AppState,
-    account: &'a str,
-    kept: bool,
-}
-
-impl InFlightSlot<'_> {
-    fn keep(mut self) {
-        self.kept = true;
-    }
-}
-
-impl Drop for InFlightSlot<'_> {
-    fn drop(&mut self) {
-        if !self.kept {
-            self.state.limits.release(self.account);
-        }
-    }
-}
-
 /// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
 async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
     tasks::finish(state, task, TaskStatus::Cancelled, |t| {
@@ -177,31 +158,6 @@ async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
     .map(|_| ())
 }
 
-/// Holds a synchronous task while the upstream works, and abandons it if the handler future is dropped
-/// mid-call (server shutdown).
-struct DropGuard {
-    state: web::Data<AppState>,
-    task: Option<OpenTask>,
-}
-
-impl DropGuard {
-    /// The task, for the handler to end itself.
-    fn disarm(mut self) -> Result<OpenTask, ApiError> {
-        self.task.take().ok_or_else(|| ApiError::internal("the synchronous task was taken twice"))
-    }
-}
-
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            let state = self.state.clone();
-            actix_web::rt::spawn(async move {
-                let _ = abandon(&state, task).await;
-            });
-        }
-    }
-}
-
 async fn run_sync(
     state: web::Data<AppState>,
     req: &HttpRequest,
@@ -209,7 +165,13 @@ async fn run_sync(
     task: OpenTask,
     admitted: &Admitted,
 ) -> Result<HttpResponse, ApiError> {
-    let guard = DropGuard { state: state.clone(), task: Some(task) };
+    // Abandoned if the handler future is dropped mid-call (server shutdown).
+    let guard = scopeguard::guard(task, |task| {
+        let state = state.clone();
+        actix_web::rt::spawn(async move {
+            let _ = abandon(&state, task).await;
+        });
+    });
     crate::metrics::upstream_call("create");
     let call = client::create(&state.upstreams, admitted.model, &admitted.envelope);
     // actix-web keeps running a handler after its client closed the connection: watch the socket meanwhile.
@@ -217,13 +179,13 @@ async fn run_sync(
         Some(peer) => tokio::select! {
             answer = call => answer,
             () = peer.gone() => {
-                abandon(&state, guard.disarm()?).await?;
+                abandon(&state, ScopeGuard::into_inner(guard)).await?;
                 return Err(ApiError::new(ErrorCode::client_closed_request, "The client closed the connection."));
             }
         },
         None => call.await,
     };
-    let task = guard.disarm()?;
+    let task = ScopeGuard::into_inner(guard);
     let answer = match answer {
         Ok(answer) => answer,
         Err(error) => {

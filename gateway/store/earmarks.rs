@@ -5,9 +5,9 @@
 //! to undo, and a request costs one store write instead of two. What it may cost is earmarked here
 //! instead. A hold (ledger entries, for every other task) is an earmark turned into entries at once.
 //!
-//! Every decision to spend is made under the book's lock, against the lesser of what the writer has
-//! applied: each account's `known` funds take a debit as the writer makes it and a credit only once it
-//! is kept (they are forgotten until then, and reloaded by the writer). So the request handler earmarks
+//! Every decision to spend is made under the book's lock, from funds no greater than the writer's: each
+//! account's `known` funds take every debit as the writer makes it, and are forgotten on a credit or when a
+//! write that debited them is undone, until the writer reloads them. So the request handler earmarks
 //! without waiting for the writer when the account's funds are known, and the writer refuses a debit
 //! that would take earmarked money: an account's pots never hold less than their earmarks, and the write
 //! that charges an earmark always finds its money.
@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Default)]
 struct Purse {
     earmarked: Funds,
-    /// Its funds as the writer has applied them, less debits under way; `None` once a credit made them
-    /// unsure (the next earmark asks the writer).
+    /// Its funds as the writer has them (debits under way included); `None` until the writer first earmarks
+    /// for it, and again after a credit or an undone debit (the next earmark asks the writer).
     known: Option<Funds>,
 }
 

@@ -5,6 +5,7 @@
 
 use super::Tx;
 use super::earmarks::{Book, Earmark, Move};
+use super::overlay::ReadTable;
 use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -110,7 +111,11 @@ pub enum Shortfall {
 }
 
 pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
-    let table = tx.open_table(FUNDS)?;
+    funds_row(&*tx.open_table(FUNDS)?, account)
+}
+
+/// An account's funds as `table` (`FUNDS`) holds them; none yet is nothing in every pot.
+fn funds_row(table: &ReadTable<'_, &'static str, &'static [u8]>, account: &str) -> Result<Funds, StoreError> {
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
@@ -134,8 +139,7 @@ pub(crate) fn append(
         let index = match funds.iter().position(|(account, _)| *account == p.account) {
             Some(index) => index,
             None => {
-                let stored = funds_table.get(p.account.as_str())?.map(|v| decode(v.value())).transpose()?;
-                funds.push((&p.account, stored.unwrap_or_default()));
+                funds.push((&p.account, funds_row(&funds_table, &p.account)?));
                 funds.len() - 1
             }
         };
@@ -211,10 +215,7 @@ impl Store {
 
     /// What `account` may spend: each pot less what tasks in flight have held or earmarked from it.
     pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
-        let tx = self.view()?;
-        let table = tx.open_table(FUNDS)?;
-        let funds: Funds = table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
-        Ok(funds.less(&self.earmarks.of(account)))
+        Ok(funds_row(&self.view()?.open_table(FUNDS)?, account)?.less(&self.earmarks.of(account)))
     }
 
     /// What tasks in flight of `account` have earmarked, per pot (a part of its pots [`Store::funds`] leaves out).

@@ -215,6 +215,10 @@ impl Store {
     /// ([`Store::add_ended`]); writes nothing. At once when the account's funds are known, else through
     /// the writer. Resolves to the earmark, or to why the account cannot fund it.
     pub async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        // A stopped writer could not store the task's end: refuse before the upstream is called.
+        if !self.writer.running() {
+            return Err(StoreError::new("the store writer has stopped"));
+        }
         if let Some(decided) = self.earmarks.try_earmark(account, hold) {
             return Ok(decided);
         }

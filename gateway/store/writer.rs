@@ -267,6 +267,11 @@ impl Writer {
         self.durable.clone().wait_for(|durable| *durable >= visible).await.map(drop).map_err(|_| dropped())
     }
 
+    /// Whether the writer still takes writes (it stops for good once its log cannot be written).
+    pub(crate) fn running(&self) -> bool {
+        self.durable.has_changed().is_ok()
+    }
+
     /// Commits every queued write, checkpoints and stops the writer (later writes fail): for a stopping
     /// process, which may exit before the last `Store` clone drops and closes the file.
     pub(crate) fn close(&self) -> Result<(), StoreError> {

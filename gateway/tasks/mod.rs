@@ -216,16 +216,21 @@ pub async fn finish(
     let finished = match task.into() {
         OpenTask::Stored(task) => {
             let live = [TaskStatus::Queued, TaskStatus::Running];
-            state.store.change_task(task, &live, Commit::Durable, end).await?
+            let changed = state.store.change_task(task, &live, Commit::Durable, end).await?;
+            if let Some(task) = &changed {
+                state.limits.release(&task.account);
+            }
+            changed
         }
         OpenTask::Unwritten(mut task, earmark) => {
+            // No record is left for anything else to end: its slot is given back however the write goes.
+            let _slot = scopeguard::guard(task.account.clone(), |account| state.limits.release(&account));
             end(&mut task);
             Some(state.store.add_ended(*task, earmark).await?)
         }
     };
     if let Some(task) = &finished {
         crate::metrics::task_finished(task.status);
-        state.limits.release(&task.account);
     }
     Ok(finished)
 }
