@@ -7,6 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -15,9 +16,16 @@ struct RouteLabels {
     status: u16,
 }
 
+/// A kind named in the code (`create`, `success`, ...) is looked up without an allocation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
-    kind: String,
+    kind: Cow<'static, str>,
+}
+
+impl KindLabels {
+    fn of(kind: &'static str) -> KindLabels {
+        KindLabels { kind: Cow::Borrowed(kind) }
+    }
 }
 
 struct Metrics {
@@ -67,15 +75,15 @@ fn metrics() -> &'static Metrics {
 pub fn request(route: &str, status: u16, seconds: f64) {
     let m = metrics();
     m.requests.get_or_create(&RouteLabels { route: route.to_string(), status }).inc();
-    m.latency.get_or_create(&KindLabels { kind: route.to_string() }).observe(seconds);
+    m.latency.get_or_create(&KindLabels { kind: route.to_string().into() }).observe(seconds);
 }
 
-pub fn upstream_call(kind: &str) {
-    metrics().upstream_calls.get_or_create(&KindLabels { kind: kind.to_string() }).inc();
+pub fn upstream_call(kind: &'static str) {
+    metrics().upstream_calls.get_or_create(&KindLabels::of(kind)).inc();
 }
 
-pub fn upstream_error(kind: &str) {
-    metrics().upstream_errors.get_or_create(&KindLabels { kind: kind.to_string() }).inc();
+pub fn upstream_error(kind: &'static str) {
+    metrics().upstream_errors.get_or_create(&KindLabels::of(kind)).inc();
 }
 
 pub fn task_accepted() {
@@ -88,7 +96,7 @@ pub fn set_in_flight(count: i64) {
 
 pub fn task_finished(status: crate::store::TaskStatus) {
     let m = metrics();
-    m.tasks_finished.get_or_create(&KindLabels { kind: status.as_str().to_string() }).inc();
+    m.tasks_finished.get_or_create(&KindLabels::of(status.as_str())).inc();
     m.tasks_in_flight.dec();
 }
 

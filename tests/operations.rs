@@ -99,7 +99,10 @@ fn the_admin_cli_drives_the_admin_api() {
 #[test]
 fn metrics_health_and_readiness_answer() {
     let demo = Demo::start();
-    demo.post("/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox"}));
+    for _ in 0..2 {
+        demo.post("/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox"}));
+    }
+    demo.post("/v1/videos/generations", &json!({"model": "no-such-model"}));
     assert_eq!(demo.request("GET", "/healthz", None, &[]).status, 200);
     assert_eq!(demo.request("GET", "/readyz", None, &[]).status, 200);
     let metrics = demo.request("GET", "/metrics", None, &[]);
@@ -111,6 +114,14 @@ fn metrics_health_and_readiness_answer() {
         "mediagate_tasks_in_flight",
     ] {
         assert!(text.contains(name), "{name} missing");
+    }
+    // Counted by route pattern and status, each request once.
+    for line in [
+        r#"mediagate_http_requests_total{route="/v1/videos/generations",status="200"} 2"#,
+        r#"mediagate_http_requests_total{route="/v1/videos/generations",status="404"} 1"#,
+        r#"mediagate_upstream_calls_total{kind="create"} 2"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
     }
 }
 

@@ -13,6 +13,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use actix_web::error::JsonPayloadError;
 use actix_web::{HttpRequest, web};
+use std::borrow::Cow;
 
 /// Mounts every route with the shared state and the JSON body rules.
 pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig) + Clone {
@@ -66,20 +67,20 @@ pub async fn metrics_middleware(
     let route = route_label(response.request(), status);
     let seconds = started.elapsed().as_secs_f64();
     crate::metrics::request(&route, status, seconds);
-    tracing::info!(request_id = %request_id::current(), %method, route, status, ms = seconds * 1000.0, "request");
+    tracing::info!(request_id = %request_id::current(), %method, route = &*route, status, ms = seconds * 1000.0, "request");
     Ok(response)
 }
 
 /// The matched route's pattern, rebuilt from the path and its captured segments: `HttpRequest::match_pattern`
 /// would match the path against every route again (regular expressions for dynamic ones) on every request.
-fn route_label(req: &HttpRequest, status: u16) -> String {
+fn route_label(req: &HttpRequest, status: u16) -> Cow<'_, str> {
     let captured = req.match_info();
     if captured.segment_count() == 0 {
         // A static route, or no route at all (only the fallback answers 404 without captures).
         if status == 404 && req.match_pattern().is_none() {
             return "unmatched".into();
         }
-        return req.path().to_string();
+        return req.path().into();
     }
     // Captures appear in path order: replace them from the last one back, each before the previous.
     let mut label = req.path().to_string();
@@ -92,10 +93,10 @@ fn route_label(req: &HttpRequest, status: u16) -> String {
                 end = start;
             }
             // A percent-decoded capture does not appear verbatim: ask the router.
-            _ => return req.match_pattern().unwrap_or_else(|| "unmatched".into()),
+            _ => return req.match_pattern().map_or_else(|| "unmatched".into(), Cow::Owned),
         }
     }
-    label
+    label.into()
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {

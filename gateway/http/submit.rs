@@ -15,7 +15,7 @@ use crate::store::ledger::Shortfall;
 use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
 use crate::tasks::{self, OpenTask, results};
 use crate::upstream::client;
-use actix_web::http::StatusCode;
+use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use scopeguard::ScopeGuard;
 use serde::Serialize;
@@ -217,7 +217,7 @@ async fn run_sync(
     });
     let mut response = HttpResponse::Ok();
     if projected.is_some() {
-        response.insert_header(("Cache-Control", "no-store"));
+        response.insert_header((header::CACHE_CONTROL, header::HeaderValue::from_static("no-store")));
     }
     Ok(match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
