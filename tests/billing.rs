@@ -22,10 +22,7 @@ fn run(demo: &Demo, key: &str, body: &Value) -> Value {
     let model = body["model"].as_str().unwrap();
     let reply = demo.post_as(key, &endpoint_of(demo, model), body);
     assert!(reply.status == 200 || reply.status == 202, "{}", reply.json);
-    match reply.json["task_id"].as_str() {
-        Some(id) => demo.wait_terminal_as(key, id, WAIT),
-        None => reply.json,
-    }
+    run_to_end(demo, key, reply.json)
 }
 
 fn total(funds: (i64, i64, i64)) -> i64 {
@@ -155,6 +152,57 @@ fn concurrent_synchronous_calls_never_overdraw_and_each_is_charged_once() {
         .collect();
     assert_eq!(charged, [per_image; 3]);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
+/// Earmarks (synchronous calls) and holds (asynchronous tasks) racing for one account: never more is
+/// spent than it has, and every micro-unit is either charged to a task that succeeded or still there.
+#[test]
+fn earmarks_and_holds_racing_for_one_account_spend_no_more_than_it_has() {
+    let demo = Demo::start();
+    let sync_price = rule(&demo, "beta-image-2.0-pro_t2i")["price"].as_i64().unwrap();
+    let async_price = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
+    let funded = 3 * sync_price + 3 * async_price;
+    let key = demo.account("mixed", funded, 0, 0);
+    let sync = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a shop sim:slow"});
+    let edit =
+        json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "a house"});
+    let answers: Vec<Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let (demo, key, sync, edit) = (&demo, &key, &sync, &edit);
+                s.spawn(move || {
+                    let body = if i % 2 == 0 { sync } else { edit };
+                    let reply = demo.post_as(key, &endpoint_of(demo, body["model"].as_str().unwrap()), body);
+                    match reply.status {
+                        402 => Value::Null,
+                        200 | 202 => run_to_end(demo, key, reply.json),
+                        other => panic!("{other}: {}", reply.json),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let succeeded = answers.iter().filter(|a| !a.is_null()).count();
+    assert!(succeeded >= 6, "{answers:?}");
+    let charged: i64 = demo
+        .admin("/usage?account=mixed", None)
+        .bytes
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice::<Value>(line).unwrap()["charged"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total(demo.funds("mixed")) + charged, funded);
+    assert_eq!(demo.admin("/accounts/mixed", None).json["earmarked"]["balance"], 0);
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
+/// A submission's answer, or its terminal task for an asynchronous one.
+fn run_to_end(demo: &Demo, key: &str, answer: Value) -> Value {
+    match answer["task_id"].as_str() {
+        Some(id) => demo.wait_terminal_as(key, id, WAIT),
+        None => answer,
+    }
 }
 
 /// What a call in flight earmarked is not available to anything else, and setting a plan meanwhile sets
