@@ -221,6 +221,18 @@ mod tests {
         image
     }
 
+    /// A top-up of `acme`'s balance (negative: a debit of it).
+    fn top_up(delta: i64) -> Posting {
+        Posting {
+            account: "acme".into(),
+            kind: EntryKind::TopUp,
+            pot: Pot::Balance,
+            delta,
+            task_id: None,
+            note: "test".into(),
+        }
+    }
+
     /// A settled task as the sync lane stores it: nested records, a `Value`, options set and unset.
     fn settled_task() -> TaskRecord {
         serde_json::from_value(serde_json::json!({
@@ -315,14 +327,6 @@ mod tests {
         let live = tempfile::tempdir().unwrap();
         let store = Store::open(live.path()).unwrap();
         store.ensure_account("acme").unwrap();
-        let top_up = |delta| Posting {
-            account: "acme".into(),
-            kind: EntryKind::TopUp,
-            pot: Pot::Balance,
-            delta,
-            task_id: None,
-            note: "test".into(),
-        };
         store.post(&[top_up(5_000_000), top_up(2_000_000)]).unwrap();
         store.set_model_switch("some-model", false).unwrap();
 
@@ -391,16 +395,8 @@ mod tests {
             runtime.block_on(store.earmark("acme", hold)).unwrap()
         };
         let balance = |store: &Store| store.funds("acme").unwrap().balance;
-        let posting = |delta| Posting {
-            account: "acme".into(),
-            kind: EntryKind::TopUp,
-            pot: Pot::Balance,
-            delta,
-            task_id: None,
-            note: "test".into(),
-        };
         store.ensure_account("acme").unwrap();
-        store.post(&[posting(100_000)]).unwrap();
+        store.post(&[top_up(100_000)]).unwrap();
 
         let first = earmark(60_000).unwrap();
         assert_eq!(first.split(), [(Pot::Balance, 60_000)]);
@@ -411,13 +407,13 @@ mod tests {
         (task.account, task.status, task.billing) = ("acme".into(), TaskStatus::Running, None);
         let held = run(store.add_task(task, None, Some(Hold { amount: 50_000, trial_only: false }), Commit::Durable));
         assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall(50_000, 40_000)), "{held:?}");
-        assert!(store.post(&[posting(-40_001)]).is_err(), "a debit may not take earmarked money");
-        store.post(&[posting(-30_000)]).unwrap();
+        assert!(store.post(&[top_up(-40_001)]).is_err(), "a debit may not take earmarked money");
+        store.post(&[top_up(-30_000)]).unwrap();
         assert_eq!(earmark(10_001).unwrap_err(), shortfall(10_001, 10_000), "decided after the debit");
         // A write that debits and is undone leaves the funds as they were.
         let earmarks = store.earmarks.clone();
         let undone = store.write(move |tx| {
-            ledger::append(tx, &earmarks, vec![posting(-10_000)], None)?;
+            ledger::append(tx, &earmarks, vec![top_up(-10_000)], None)?;
             Err::<(), _>(StoreError::new("refused after the debit"))
         });
         assert!(undone.is_err());
@@ -436,7 +432,7 @@ mod tests {
         let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.kind, e.delta)).collect();
         assert_eq!(kinds, [(EntryKind::TopUp, 100_000), (EntryKind::TopUp, -30_000), (EntryKind::Charge, -40_000)]);
         // A credit counts too.
-        store.post(&[posting(5_000)]).unwrap();
+        store.post(&[top_up(5_000)]).unwrap();
         assert_eq!(earmark(35_001).unwrap_err(), shortfall(35_001, 35_000));
 
         // Dropped unspent (the task was never stored): nothing is charged.
@@ -489,16 +485,8 @@ mod tests {
         // Checkpoints between most writes: the log moves between its files, over older records.
         let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
         store.ensure_account("acme").unwrap();
-        let top_up = Posting {
-            account: "acme".into(),
-            kind: EntryKind::TopUp,
-            pot: Pot::Balance,
-            delta: 1_000,
-            task_id: None,
-            note: "test".into(),
-        };
         for _ in 0..50 {
-            store.post(std::slice::from_ref(&top_up)).unwrap();
+            store.post(&[top_up(1_000)]).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         // Live, the entries are read from redb and the overlay together: each once, in order.
