@@ -25,6 +25,21 @@ fn run(demo: &Demo, key: &str, body: &Value) -> Value {
     run_to_end(demo, key, reply.json)
 }
 
+/// The statuses of 12 copies of one submission sent at once.
+fn all_at_once(demo: &Demo, key: &str, path: &str, body: &Value) -> Vec<u16> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..12).map(|_| s.spawn(|| demo.post_as(key, path, body).status)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// What each line of the account's usage log charged, oldest first.
+fn charges(demo: &Demo, account: &str) -> Vec<i64> {
+    let usage = demo.admin(&format!("/usage?account={account}"), None);
+    let lines = std::str::from_utf8(&usage.bytes).unwrap().lines();
+    lines.map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap()).collect()
+}
+
 fn total(funds: (i64, i64, i64)) -> i64 {
     funds.0 + funds.1 + funds.2
 }
@@ -114,11 +129,7 @@ fn concurrent_submissions_never_overdraw() {
     let per_image = rule(&demo, "alphax-sketch-to-image-lite_sketch")["price"].as_i64().unwrap();
     let key = demo.account("rush", 3 * per_image, 0, 0);
     let body = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png", "prompt": "a house", "n": 1});
-    let statuses: Vec<u16> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            (0..12).map(|_| s.spawn(|| demo.post_as(&key, "/v1/images/edits", &body).status)).collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let statuses = all_at_once(&demo, &key, "/v1/images/edits", &body);
     assert_eq!(statuses.iter().filter(|s| **s == 202).count(), 3, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 9, "{statuses:?}");
     assert!(demo.funds("rush").2 >= 0);
@@ -134,23 +145,13 @@ fn concurrent_synchronous_calls_never_overdraw_and_each_is_charged_once() {
     let key = demo.account("rush-sync", 3 * per_image, 0, 0);
     // Slow: every call is in flight while the others are decided.
     let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a shop sim:slow", "n": 1});
-    let statuses: Vec<u16> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            (0..12).map(|_| s.spawn(|| demo.post_as(&key, "/v1/images/generations", &body).status)).collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let statuses = all_at_once(&demo, &key, "/v1/images/generations", &body);
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 9, "{statuses:?}");
     assert_eq!(demo.funds("rush-sync"), (0, 0, 0));
     let account = demo.admin("/accounts/rush-sync", None);
     assert_eq!(account.json["earmarked"], json!({"free_trial": 0, "plan": 0, "balance": 0}));
-    let usage = demo.admin("/usage?account=rush-sync", None);
-    let charged: Vec<i64> = std::str::from_utf8(&usage.bytes)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
-        .collect();
-    assert_eq!(charged, [per_image; 3]);
+    assert_eq!(charges(&demo, "rush-sync"), [per_image; 3]);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
 }
 
@@ -185,13 +186,7 @@ fn earmarks_and_holds_racing_for_one_account_spend_no_more_than_it_has() {
     });
     let succeeded = answers.iter().filter(|a| !a.is_null()).count();
     assert!(succeeded >= 6, "{answers:?}");
-    let charged: i64 = demo
-        .admin("/usage?account=mixed", None)
-        .bytes
-        .split(|b| *b == b'\n')
-        .filter(|line| !line.is_empty())
-        .map(|line| serde_json::from_slice::<Value>(line).unwrap()["charged"].as_i64().unwrap())
-        .sum();
+    let charged: i64 = charges(&demo, "mixed").iter().sum();
     assert_eq!(total(demo.funds("mixed")) + charged, funded);
     assert_eq!(demo.admin("/accounts/mixed", None).json["earmarked"]["balance"], 0);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));

@@ -72,8 +72,8 @@ impl<'v> Tx<'v> {
             staged.restore(table, log.bytes(key), previous);
         }
         log.truncate(mark.log);
-        let outside: Vec<_> = self.undo_outside.borrow_mut().drain(mark.undo_outside..).rev().collect();
-        outside.into_iter().for_each(|undo| undo());
+        let outside = self.undo_outside.borrow_mut().split_off(mark.undo_outside);
+        outside.into_iter().rev().for_each(|undo| undo());
     }
 
     /// The staged changes, and the log record with them added.
