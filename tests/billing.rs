@@ -184,8 +184,10 @@ fn earmarks_and_holds_racing_for_one_account_spend_no_more_than_it_has() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
+    // Nothing is given back while they race (each success costs its whole price), so whatever the order
+    // at least five fit (four calls and an edit) and at most eight (eight edits); the rest are refused.
     let succeeded = answers.iter().filter(|a| !a.is_null()).count();
-    assert!(succeeded >= 6, "{answers:?}");
+    assert!((5..=8).contains(&succeeded), "{answers:?}");
     let charged: i64 = charges(&demo, "mixed").iter().sum();
     assert_eq!(total(demo.funds("mixed")) + charged, funded);
     assert_eq!(demo.admin("/accounts/mixed", None).json["earmarked"]["balance"], 0);
