@@ -45,8 +45,9 @@ pub struct Settlement {
     pub units: Units,
 }
 
-/// One line of the usage log (`GET /admin/v1/usage`), as the settlement writes it: serialized straight
-/// from the task it settles.
+/// One line of the usage log (`GET /admin/v1/usage`): a settled task's settlement, with what names the
+/// task. It is read off the task record rather than stored beside it: a task's settlement is written in the
+/// transaction that ends it and a task never changes after that, so the line is fixed from then on.
 #[derive(Debug, Serialize)]
 pub struct UsageRecord<'a> {
     at: String,
@@ -67,14 +68,38 @@ pub struct UsageRecord<'a> {
     by_source: &'a [(Pot, i64)],
 }
 
+impl UsageRecord<'_> {
+    /// The usage line of `task`, if it is settled; it is dated when the task ended.
+    pub fn of(task: &TaskRecord) -> Option<UsageRecord<'_>> {
+        let settlement = task.billing.as_ref()?.settlement.as_ref()?;
+        let at_ms = task.finished_ms.unwrap_or(task.updated_ms);
+        Some(UsageRecord {
+            at: crate::tasks::local_time(at_ms),
+            at_ms,
+            account: &task.account,
+            key_prefix: &task.key_prefix,
+            model: &task.model,
+            operation: &task.operation,
+            task_id: &task.task_id,
+            request_id: &task.request_id,
+            status: task.status.as_str(),
+            created_at: &task.created_at,
+            units: &settlement.units,
+            list_price: settlement.list_price,
+            charged: settlement.charged,
+            by_source: &settlement.by_pot,
+        })
+    }
+}
+
 fn pots_as_object<S: serde::Serializer>(pots: &&[(Pot, i64)], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_map(pots.iter().map(|(pot, amount)| (pot, amount)))
 }
 
-/// Settles a task that has just reached a terminal state: returns the ledger postings and the usage-log
-/// record, and writes the settlement onto the task. Called inside the store transaction that makes the
-/// state terminal, so it happens exactly once.
-pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> {
+/// Settles a task that has just reached a terminal state: returns the ledger postings, and writes the
+/// settlement onto the task (which makes it a line of the usage log, [`UsageRecord::of`]). Called inside the
+/// store transaction that makes the state terminal, so it happens exactly once.
+pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
     let billing = task.billing.as_ref()?;
     if billing.settlement.is_some() {
         return None;
@@ -118,27 +143,7 @@ pub fn settle(task: &mut TaskRecord) -> Option<(Vec<Posting>, UsageRecord<'_>)> 
     }
     let settlement = Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units };
     task.billing.as_mut()?.settlement = Some(settlement);
-    // From here on the task is only read: the record borrows its fields and its settlement.
-    let task: &TaskRecord = task;
-    let settlement = task.billing.as_ref()?.settlement.as_ref()?;
-    let now = crate::tasks::now_ms();
-    let record = UsageRecord {
-        at: crate::tasks::local_time(now),
-        at_ms: now,
-        account: &task.account,
-        key_prefix: &task.key_prefix,
-        model: &task.model,
-        operation: &task.operation,
-        task_id: &task.task_id,
-        request_id: &task.request_id,
-        status: task.status.as_str(),
-        created_at: &task.created_at,
-        units: &settlement.units,
-        list_price,
-        charged: charged_total,
-        by_source: &settlement.by_pot,
-    };
-    Some((postings, record))
+    Some(postings)
 }
 
 /// The settlement summary shown on a finished task.
@@ -156,20 +161,23 @@ mod tests {
 
     /// The usage log's line format is read by operators' tools: fields in this order, pots as an object.
     #[test]
-    fn a_settled_task_logs_its_usage_line_in_the_published_shape() {
+    fn a_settled_task_is_a_usage_line_in_the_published_shape() {
         let mut task: TaskRecord = serde_json::from_value(json!({
             "task_id": "task-1", "request_id": "img-1", "account": "acme", "key_prefix": "mg-1",
             "model": "beta-image-2.0-pro_t2i", "operation": "t2i", "media": "image", "status": "success",
             "created_at": "2026-11-24 03:20:02", "created_ms": 0, "updated_ms": 0, "deadline_ms": 0,
+            "finished_ms": 1_790_000_000_120i64,
             "usage": {"image_count": 1},
             "billing": {"quoted": 40000, "units": {"images": 1}, "hold": [["plan", 10000], ["balance", 30000]],
                         "baseline": 10000000},
         }))
         .unwrap();
-        let (postings, record) = settle(&mut task).unwrap();
-        let mut line: Value = serde_json::to_value(&record).unwrap();
+        assert!(UsageRecord::of(&task).is_none(), "not settled yet");
+        let postings = settle(&mut task).unwrap();
+        let mut line: Value = serde_json::to_value(UsageRecord::of(&task).unwrap()).unwrap();
         let fields = line.as_object_mut().unwrap();
-        assert!(fields.shift_remove("at").unwrap().is_string() && fields.shift_remove("at_ms").unwrap().is_i64());
+        assert!(fields.shift_remove("at").unwrap().is_string());
+        assert_eq!(fields.shift_remove("at_ms").unwrap(), 1_790_000_000_120i64, "dated when the task ended");
         assert_eq!(
             line.to_string(),
             r#"{"account":"acme","key_prefix":"mg-1","model":"beta-image-2.0-pro_t2i","operation":"t2i","task_id":"task-1","request_id":"img-1","status":"success","created_at":"2026-11-24 03:20:02","units":{"images":1},"list_price":40000,"charged":40000,"by_source":{"plan":10000,"balance":30000}}"#

@@ -6,7 +6,7 @@
 use super::Tx;
 use super::earmarks::{Book, Earmark, Move};
 use super::overlay::ReadTable;
-use super::{FUNDS, LEDGER, Store, StoreError, USAGE_LOG, decode, encode};
+use super::{FUNDS, LEDGER, Store, StoreError, decode, encode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -274,26 +274,4 @@ impl Store {
         }
         Ok(LedgerReport { entries, accounts: sums.len(), problems })
     }
-
-    /// Usage-log records matching `filter`, oldest first.
-    pub fn usage(&self, filter: impl Fn(&serde_json::Value) -> bool) -> Result<Vec<serde_json::Value>, StoreError> {
-        let tx = self.view()?;
-        let table = tx.open_table(USAGE_LOG)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let record: serde_json::Value = decode(row?.1.value())?;
-            if filter(&record) {
-                out.push(record);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Appends a usage-log record inside the caller's transaction.
-pub(crate) fn log_usage(tx: &Tx, record: &impl Serialize) -> Result<(), StoreError> {
-    let mut table = tx.open_table(USAGE_LOG)?;
-    let seq = table.last_key()?.map_or(1, |k| k.value() + 1);
-    table.insert(seq, encode(record)?.as_slice())?;
-    Ok(())
 }

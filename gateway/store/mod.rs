@@ -265,6 +265,47 @@ mod tests {
         assert_eq!(decode::<TaskRecord>(&encode(&older).unwrap()).unwrap().finished_ms, None);
     }
 
+    /// Each settled task is one line of the usage log, dated when it ended; a line an older store kept in
+    /// `USAGE_LOG` stands for its task, and a task with no settlement has none.
+    #[test]
+    fn the_usage_log_is_each_settled_task_once_with_the_lines_older_stores_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let add = |task: TaskRecord| {
+            runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+        };
+        let task = |id: &str, account: &str, finished_ms: i64| {
+            let mut task = settled_task();
+            (task.task_id, task.account, task.finished_ms) = (id.into(), account.into(), Some(finished_ms));
+            task
+        };
+        add(task("task-3", "acme", 3_000));
+        add(task("task-1", "acme", 1_000));
+        add(task("task-other", "other", 2_500));
+        let mut unsettled = task("task-4", "acme", 4_000);
+        (unsettled.status, unsettled.billing) = (TaskStatus::Running, None);
+        add(unsettled);
+        let legacy = [
+            serde_json::json!({"at_ms": 2_000, "account": "acme", "task_id": "task-1", "kept": true}),
+            serde_json::json!({"at_ms": 500, "account": "acme", "task_id": "task-0", "kept": true}),
+        ];
+        let lines: Vec<Vec<u8>> = legacy.iter().map(|line| encode(line).unwrap()).collect();
+        let keep = move |tx: &Tx| {
+            let mut table = tx.open_table(USAGE_LOG)?;
+            lines.iter().zip(1..).try_for_each(|(line, seq)| table.insert(seq, line.as_slice()))
+        };
+        runtime.block_on(store.queue(Commit::Durable, keep).into_future()).unwrap();
+        let acme = store.usage(|line| line["account"] == "acme").unwrap();
+        let seen: Vec<(&str, i64, bool)> = acme
+            .iter()
+            .map(|l| (l["task_id"].as_str().unwrap(), l["at_ms"].as_i64().unwrap(), l["kept"] == true))
+            .collect();
+        assert_eq!(seen, [("task-0", 500, true), ("task-1", 2_000, true), ("task-3", 3_000, false)]);
+        assert_eq!(acme[2]["charged"], 40_000);
+        assert_eq!(store.usage(|_| true).unwrap().len(), 4);
+    }
+
     /// A change for the task as the caller last had it: applied while the store still holds that record,
     /// refused once another write moved the task on (the stored record is read then, not the caller's).
     #[test]

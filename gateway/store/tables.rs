@@ -15,7 +15,8 @@ pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::ne
 pub(crate) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("ledger");
 /// Per account, the sums of its ledger entries per pot (kept in step with `LEDGER`).
 pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("funds");
-/// Usage log records by sequence number.
+/// Usage-log lines by sequence number, as stores kept them before the lines were read off settled tasks
+/// (`Store::usage`): read, never written.
 pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 /// The store's own bookkeeping: the write-ahead log's checkpoint. Never logged itself.
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");

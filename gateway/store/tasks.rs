@@ -4,9 +4,11 @@
 use super::Tx;
 use super::earmarks::Earmark;
 use super::ledger::{self, EntryKind, Posting, Shortfall};
-use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
+use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, USAGE_LOG, decode, encode};
+use crate::billing::UsageRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -229,17 +231,16 @@ impl Store {
         .await
     }
 
-    /// Stores a task that has ended, with its settlement: the charge of what it used from `earmark` and its
-    /// usage line, in one durable write. The earmark is released with it, or when the write does not happen.
+    /// Stores a task that has ended, with its settlement (the charge of what it used from `earmark`), in one
+    /// durable write. The earmark is released with it, or when the write does not happen.
     pub fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Pending<TaskRecord> {
         let earmarks = self.earmarks.clone();
         self.queue(Commit::Durable, move |tx: &Tx| {
             if !task.status.is_terminal() {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
-            if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+            if let Some(postings) = crate::billing::settle(&mut task) {
                 ledger::append(tx, &earmarks, postings, Some(earmark))?;
-                ledger::log_usage(tx, &usage)?;
             }
             tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(task)
@@ -250,6 +251,29 @@ impl Store {
         let tx = self.view()?;
         let table = tx.open_table(TASKS)?;
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// The usage log's lines matching `filter`, oldest first: one per settled task, dated when it ended. A
+    /// store written before lines were read off their tasks also holds them in `USAGE_LOG`; each task
+    /// still has one line.
+    pub fn usage(&self, filter: impl Fn(&Value) -> bool) -> Result<Vec<Value>, StoreError> {
+        let tx = self.view()?;
+        let mut lines = Vec::new();
+        let mut logged = HashSet::new();
+        for row in tx.open_table(USAGE_LOG)?.iter()? {
+            let line: Value = decode(row?.1.value())?;
+            logged.insert(line["task_id"].as_str().unwrap_or_default().to_string());
+            lines.push(line);
+        }
+        for row in tx.open_table(TASKS)?.iter()? {
+            let task: TaskRecord = decode(row?.1.value())?;
+            if let Some(line) = UsageRecord::of(&task).filter(|_| !logged.contains(&task.task_id)) {
+                lines.push(serde_json::to_value(line)?);
+            }
+        }
+        lines.retain(filter);
+        lines.sort_by_key(|line| line["at_ms"].as_i64());
+        Ok(lines)
     }
 
     /// Applies `change` if the task is still in one of `expected`, committed as `commit` asks; resolves to
@@ -278,9 +302,8 @@ impl Store {
             if task.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
-                if let Some((postings, usage)) = crate::billing::settle(&mut task) {
+                if let Some(postings) = crate::billing::settle(&mut task) {
                     ledger::append(tx, &earmarks, postings, None)?;
-                    ledger::log_usage(tx, &usage)?;
                 }
             }
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
