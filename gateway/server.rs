@@ -26,8 +26,7 @@ pub async fn run(
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
-            .wrap(middleware::from_fn(crate::http::metrics_middleware))
-            .wrap(middleware::from_fn(crate::http::request_id::middleware))
+            .wrap(middleware::from_fn(crate::http::edge_middleware))
             .configure(extra.clone())
             .configure(crate::http::configure(app_state.clone()))
     })

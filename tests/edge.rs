@@ -201,3 +201,22 @@ fn each_rule_refuses_a_violating_request_naming_the_field() {
         assert!(named, "{model}: expected `{param}` named in {}", reply.json);
     }
 }
+
+/// Every response names its request in `X-Request-Id`: a submission the id of its task (`vid-`, `img-`),
+/// anything else an id of its own (`req-`), a new one each time.
+#[test]
+fn every_response_names_its_request() {
+    let demo = Demo::start();
+    let auth = format!("Bearer {KEY}");
+    let h = [("Authorization", auth.as_str())];
+    let id = |reply: &common::Reply| reply.header("x-request-id").unwrap().to_string();
+    let (first, second) = (demo.request("GET", "/v1/models", None, &h), demo.request("GET", "/v1/models", None, &h));
+    assert!(id(&first).starts_with("req-") && id(&first).len() == 36, "{}", id(&first));
+    assert_ne!(id(&first), id(&second));
+    let video = demo.post("/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "x"}));
+    assert!(id(&video).starts_with("vid-"));
+    assert_eq!(video.json["request_id"], id(&video));
+    let image = demo.post("/v1/images/generations", &json!({"model": "beta-image-2.0-pro_t2i", "prompt": "x"}));
+    assert_eq!(image.status, 200, "{:?}", image.json);
+    assert!(id(&image).starts_with("img-"));
+}

@@ -55,19 +55,25 @@ fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     api.into()
 }
 
-/// Records every request in the metrics (by matched route pattern) and the access log.
-pub async fn metrics_middleware(
+/// The one middleware: runs each request in its request id's scope ([`request_id::scope`]), stamps the id
+/// on the response (`X-Request-Id`), and records the request in the metrics (by matched route pattern) and
+/// the access log.
+pub async fn edge_middleware(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     let started = std::time::Instant::now();
     let method = req.method().clone();
-    let response = next.call(req).await?;
+    let (response, id) = request_id::scope(next.call(req)).await;
+    let mut response = response?;
     let status = response.status().as_u16();
     let route = route_label(response.request(), status);
     let seconds = started.elapsed().as_secs_f64();
     crate::metrics::request(&route, status, seconds);
-    tracing::info!(request_id = %request_id::current(), %method, route = &*route, status, ms = seconds * 1000.0, "request");
+    tracing::info!(request_id = %id, %method, route = &*route, status, ms = seconds * 1000.0, "request");
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&id) {
+        response.headers_mut().insert(request_id::HEADER, value);
+    }
     Ok(response)
 }
 

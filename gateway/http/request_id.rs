@@ -3,10 +3,7 @@
 //! The id lives in a task-local for the duration of the request, so error rendering deep in the stack can
 //! read it without threading it through every call. Submit handlers replace it with the task's request id.
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::middleware::Next;
+use actix_web::http::header::HeaderName;
 use std::cell::RefCell;
 
 tokio::task_local! {
@@ -15,9 +12,17 @@ tokio::task_local! {
 
 pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The current request's id, or `-` outside a request.
+/// The current request's id (given one now if it has none yet), or `-` outside a request.
 pub fn current() -> String {
-    REQUEST_ID.try_with(|id| id.borrow().clone()).unwrap_or_else(|_| "-".into())
+    REQUEST_ID
+        .try_with(|id| {
+            let mut id = id.borrow_mut();
+            if id.is_empty() {
+                *id = generate("req-");
+            }
+            id.clone()
+        })
+        .unwrap_or_else(|_| "-".into())
 }
 
 /// Replaces the current request's id (a submit uses the id it stores on the task).
@@ -30,20 +35,13 @@ pub fn generate(prefix: &str) -> String {
     format!("{prefix}{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Middleware: opens the request's scope and stamps the header on the way out.
-pub async fn middleware(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let (response, id) = REQUEST_ID
-        .scope(RefCell::new(generate("req-")), async {
-            let response = next.call(req).await;
-            (response, current())
+/// Runs `request` as one request: with an id of its own, made only when first asked for (a submit sets
+/// the id of its task instead). Returns what `request` did and the id it ended with.
+pub async fn scope<T>(request: impl Future<Output = T>) -> (T, String) {
+    REQUEST_ID
+        .scope(RefCell::default(), async {
+            let done = request.await;
+            (done, current())
         })
-        .await;
-    let mut response = response?;
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert(HEADER, value);
-    }
-    Ok(response)
+        .await
 }
