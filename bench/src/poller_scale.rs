@@ -6,8 +6,8 @@
 //! `KEYS`. The bench submits `TASKS` jobs at `SUBMIT_RATE` (see there), waits until every one is
 //! terminal, and reports the gateway's peak RSS and CPU, the upstream queries per finished task, the most
 //! queries any key made within one second, and the detection lag: the upstream's end time (from its task
-//! list) against the gateway's settlement time (the usage log's `at_ms`, written in the transaction that
-//! makes the task terminal, with `finished_ms`), for a sample of tasks linked through the admin task view.
+//! list) against the gateway's settlement time (the usage log's `at_ms`: the task's `finished_ms`, set in
+//! the transaction that makes it terminal), for a sample of tasks linked through the admin task view.
 
 use crate::harness::{
     ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile, rss_bytes,

@@ -186,8 +186,8 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
             task.error = Some(TaskError { code: "cancelled".into(), message: "Cancelled by the client.".into() });
         }
     }
-    // The ledger postings and usage-log record it returns are not stored: `add_task` with no hold writes
-    // the task alone (see the report's note on what the store file lacks).
+    // The ledger postings it returns are not stored: `add_task` with no hold writes the task alone (see the
+    // report's note on what the store file lacks). Settled, each task is a line of the usage log.
     let _ = mediagate::billing::settle(&mut task);
     task
 }
@@ -597,8 +597,8 @@ fn scenario() -> Result<String, String> {
          redb found the file cleanly closed after {left_clean} of {} SIGTERM stops and {killed} the SIGKILL; a \
          file not closed cleanly costs a full repair on the next open unless its last commit recorded the \
          allocator state. In this process on a clean copy: `Store::open` {:.0} ms, `Store::in_flight()` of \
-         {IN_FLIGHT} tasks {:.0} ms cold, {:.0} ms warm. The fill writes no ledger or usage-log rows for its \
-         tasks (`add_task` without a hold); start-up does not read those tables.\n\n",
+         {IN_FLIGHT} tasks {:.0} ms cold, {:.0} ms warm. The fill writes no ledger rows for its tasks \
+         (`add_task` without a hold); start-up does not read that table.\n\n",
         bytes as f64 / 1048576.0,
         MODELS.len(),
         full.took.as_secs_f64(),
