@@ -263,15 +263,18 @@ impl Store {
         for row in tx.open_table(USAGE_LOG)?.iter()? {
             let line: Value = decode(row?.1.value())?;
             logged.insert(line["task_id"].as_str().unwrap_or_default().to_string());
-            lines.push(line);
+            if filter(&line) {
+                lines.push(line);
+            }
         }
         for row in tx.open_table(TASKS)?.iter()? {
             let task: TaskRecord = decode(row?.1.value())?;
-            if let Some(line) = UsageRecord::of(&task).filter(|_| !logged.contains(&task.task_id)) {
-                lines.push(serde_json::to_value(line)?);
+            let Some(line) = UsageRecord::of(&task).filter(|_| !logged.contains(&task.task_id)) else { continue };
+            let line = serde_json::to_value(line)?;
+            if filter(&line) {
+                lines.push(line);
             }
         }
-        lines.retain(filter);
         lines.sort_by_key(|line| line["at_ms"].as_i64());
         Ok(lines)
     }
