@@ -2,12 +2,14 @@
 //! handler after the peer closes, so the connection's socket is duplicated at accept time and registered
 //! with the worker's reactor; a long call (a synchronous upstream job) waits for the peer's close meanwhile.
 
-use std::io::ErrorKind;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
 /// A duplicate of the connection's socket, watched for the peer's close, in the connection's extensions.
-pub struct PeerSocket(tokio::net::TcpStream);
+/// Registered for reading only: the reactor then hears nothing of it when the socket turns writable (each
+/// time the peer acknowledges a response), only when the peer sends or closes.
+pub struct PeerSocket(AsyncFd<OwnedFd>);
 
 /// Registers the socket of a new connection (once: waiting on it then costs a request no system call).
 pub fn on_connect(conn: &dyn std::any::Any, extensions: &mut actix_web::dev::Extensions) {
@@ -15,27 +17,31 @@ pub fn on_connect(conn: &dyn std::any::Any, extensions: &mut actix_web::dev::Ext
         // Without TCP_NODELAY small responses wait for Nagle's algorithm (tens of ms at low rates).
         let _ = tcp.set_nodelay(true);
         // The duplicate shares the original's non-blocking mode, as the reactor requires.
-        let registered = tcp
-            .as_fd()
-            .try_clone_to_owned()
-            .and_then(|fd| tokio::net::TcpStream::from_std(std::net::TcpStream::from(fd)));
-        if let Ok(socket) = registered {
+        if let Ok(socket) = tcp.as_fd().try_clone_to_owned().and_then(watch_reads) {
             extensions.insert(PeerSocket(socket));
         }
     }
+}
+
+/// Registers `fd` with the reactor for reading only. tokio deprecated its safe constructors because an
+/// arbitrary `AsRawFd` may close its descriptor while registered (the unsafe one remains); an `OwnedFd`
+/// cannot, so this use is sound, and `unsafe` is forbidden in this crate.
+#[allow(deprecated)]
+fn watch_reads(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+    AsyncFd::with_interest(fd, Interest::READABLE)
 }
 
 impl PeerSocket {
     /// Resolves once the peer has closed its side; never resolves while it is there (or cannot be watched).
     pub async fn gone(&self) {
         loop {
-            let Ok(ready) = self.0.ready(Interest::READABLE).await else { return std::future::pending().await };
+            let Ok(mut ready) = self.0.readable().await else { return std::future::pending().await };
             // The reactor reports the peer's close (EPOLLRDHUP) as read-closed, and keeps it. Anything else
             // readable is the connection's next request, actix-web's to read: forget it and wait on.
-            if ready.is_read_closed() {
+            if ready.ready().is_read_closed() {
                 return;
             }
-            let _ = self.0.try_io(Interest::READABLE, || Err::<(), _>(ErrorKind::WouldBlock.into()));
+            ready.clear_ready();
         }
     }
 }
