@@ -25,6 +25,14 @@ fn run(demo: &Demo, key: &str, body: &Value) -> Value {
     run_to_end(demo, key, reply.json)
 }
 
+/// A submission's answer, or its terminal task for an asynchronous one.
+fn run_to_end(demo: &Demo, key: &str, answer: Value) -> Value {
+    match answer["task_id"].as_str() {
+        Some(id) => demo.wait_terminal_as(key, id, WAIT),
+        None => answer,
+    }
+}
+
 /// The statuses of 12 copies of one submission sent at once.
 fn all_at_once(demo: &Demo, key: &str, path: &str, body: &Value) -> Vec<u16> {
     std::thread::scope(|s| {
@@ -192,14 +200,6 @@ fn earmarks_and_holds_racing_for_one_account_spend_no_more_than_it_has() {
     assert_eq!(total(demo.funds("mixed")) + charged, funded);
     assert_eq!(demo.admin("/accounts/mixed", None).json["earmarked"]["balance"], 0);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
-}
-
-/// A submission's answer, or its terminal task for an asynchronous one.
-fn run_to_end(demo: &Demo, key: &str, answer: Value) -> Value {
-    match answer["task_id"].as_str() {
-        Some(id) => demo.wait_terminal_as(key, id, WAIT),
-        None => answer,
-    }
 }
 
 /// What a call in flight earmarked is not available to anything else, and setting a plan meanwhile sets

@@ -269,7 +269,10 @@ impl Store {
         }
         for row in tx.open_table(TASKS)?.iter()? {
             let task: TaskRecord = decode(row?.1.value())?;
-            let Some(line) = UsageRecord::of(&task).filter(|_| !logged.contains(&task.task_id)) else { continue };
+            if logged.contains(&task.task_id) {
+                continue;
+            }
+            let Some(line) = UsageRecord::of(&task) else { continue };
             let line = serde_json::to_value(line)?;
             if filter(&line) {
                 lines.push(line);
