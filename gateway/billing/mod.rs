@@ -22,7 +22,7 @@ pub struct TaskBilling {
     pub hold: Vec<(Pot, i64)>,
     /// The hold was an earmark in memory, not ledger entries (a task written once, when it ends): its
     /// settlement charges what was used and has nothing to give back.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub earmarked: bool,
     /// Equivalent-usage baseline in force at submission: micro-units per million tokens.
     pub baseline: u64,

@@ -1,26 +1,39 @@
 //! Prices from a model's billing rule (billing_rules).
 
 use crate::catalog::{Audio, BillingRule, ModelSpec, tier_of_size};
+use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// What a request is billed for.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What a request is billed for. Shown with only the units that apply; stored with every field in its place,
+/// as stored records are positional (`store::encode`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct Units {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+}
+
+impl Serialize for Units {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let shown = serializer.is_human_readable();
+        let mut out = serializer.serialize_struct("Units", 7)?;
+        macro_rules! fields {
+            ($($name:ident),*) => {$(
+                match &self.$name {
+                    None if shown => out.skip_field(stringify!($name))?,
+                    value => out.serialize_field(stringify!($name), value)?,
+                }
+            )*};
+        }
+        fields!(seconds, resolution, audio, images, calls, input_tokens, output_tokens);
+        out.end()
+    }
 }
 
 /// Fields that carry an image count, in the order they are consulted.
