@@ -100,6 +100,11 @@ pub fn task_finished(status: crate::store::TaskStatus) {
     m.tasks_in_flight.dec();
 }
 
+/// An accepted task that ended with no record (its one write failed): no longer in flight, and not finished.
+pub fn task_unrecorded() {
+    metrics().tasks_in_flight.dec();
+}
+
 pub fn poll_lag(ms: i64) {
     metrics().poll_lag.observe(ms.max(0) as f64 / 1000.0);
 }

@@ -223,10 +223,15 @@ pub async fn finish(
             changed
         }
         OpenTask::Unwritten(mut task, earmark) => {
-            // No record is left for anything else to end: its slot is given back however the write goes.
+            // No record is left for anything else to end: its slot is given back however the write goes, and
+            // a task whose one write failed leaves nothing in flight either.
             let _slot = scopeguard::guard(task.account.clone(), |account| state.limits.release(&account));
             end(&mut task);
-            Some(state.store.add_ended(*task, earmark).await?)
+            let ended = state.store.add_ended(*task, earmark).await;
+            if ended.is_err() {
+                crate::metrics::task_unrecorded();
+            }
+            Some(ended?)
         }
     };
     if let Some(task) = &finished {
