@@ -83,7 +83,7 @@ pub const DEMO_FREE_TRIAL: i64 = 100_000_000;
 
 fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
     use crate::store::ledger::{EntryKind, Posting, Pot};
-    if !store.entries(Some(DEMO_ACCOUNT)).map_err(|e| e.to_string())?.is_empty() {
+    if store.has_entries(DEMO_ACCOUNT).map_err(|e| e.to_string())? {
         return Ok(());
     }
     let posting = |kind, pot, delta| Posting {

@@ -43,6 +43,10 @@ pub struct Settlement {
     /// Charged amount per pot.
     pub by_pot: Vec<(Pot, i64)>,
     pub units: Units,
+    /// An earmarked task's charge is journaled here rather than as `LEDGER` rows: one entry per pot of
+    /// `by_pot`, numbered from this (`ledger::entries_on`).
+    #[serde(default)]
+    pub ledger_seq: Option<u64>,
 }
 
 /// One line of the usage log (`GET /admin/v1/usage`): a settled task's settlement, with what names the
@@ -138,12 +142,18 @@ pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
             pot: *pot,
             delta,
             task_id: Some(task.task_id.clone()),
-            note: format!("{} {}", task.status.as_str(), task.model),
+            note: entry_note(task),
         });
     }
-    let settlement = Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units };
+    let settlement =
+        Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units, ledger_seq: None };
     task.billing.as_mut()?.settlement = Some(settlement);
     Some(postings)
+}
+
+/// The note on a task's settlement entries.
+pub fn entry_note(task: &TaskRecord) -> String {
+    format!("{} {}", task.status.as_str(), task.model)
 }
 
 /// The settlement summary shown on a finished task.

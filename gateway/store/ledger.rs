@@ -2,11 +2,16 @@
 //! pot's available amount is always the sum of its entries; `FUNDS` caches those sums and is updated in the
 //! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree. Money earmarked in
 //! memory (`earmarks`) stays in its pot until it is charged, and no other debit may take it.
+//!
+//! Entries are `LEDGER` rows, except an earmarked task's charge: it is journaled on the task's settlement,
+//! which holds all it says (pot, amount, task, time) and is written in the same transaction, so it costs
+//! no row of its own (the synchronous path's busiest write). Sequence numbers come from one counter
+//! (`SEQUENCES`) for both, and every read of the entries merges the two.
 
-use super::Tx;
 use super::earmarks::{Book, Earmark, Move};
-use super::overlay::ReadTable;
-use super::{FUNDS, LEDGER, Store, StoreError, decode, encode};
+use super::overlay::{ReadTable, View};
+use super::tables::{LEDGER_SEQ, SEQUENCES};
+use super::{FUNDS, LEDGER, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -119,17 +124,29 @@ fn funds_row(table: &ReadTable<'_, &'static str, &'static [u8]>, account: &str) 
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
+/// Where appended entries are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// As `LEDGER` rows.
+    Rows,
+    /// On the settlement of the earmarked task they charge, one per pot of its `by_pot` (see [`entries_on`]);
+    /// the caller records the first one's sequence number there.
+    OnSettlement,
+}
+
 /// Appends entries and updates the cached sums, inside the caller's transaction, spending `spending` if
 /// given (its money leaves the book as the entries take it from the pots). A debit that would leave a pot
-/// below what is earmarked from it is refused (and so is one that would leave it negative).
+/// below what is earmarked from it is refused (and so is one that would leave it negative). Returns the
+/// first entry's sequence number (`None` for no postings).
 pub(crate) fn append(
     tx: &Tx,
     earmarks: &Arc<Book>,
     postings: Vec<Posting>,
     spending: Option<Earmark>,
-) -> Result<(), StoreError> {
+    keep: Keep,
+) -> Result<Option<u64>, StoreError> {
     if postings.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut funds_table = tx.open_table(FUNDS)?;
     // Each account's funds as the postings leave them, read before anything is decided or written.
@@ -155,8 +172,11 @@ pub(crate) fn append(
     for (account, funds) in &funds {
         funds_table.insert(*account, encode(funds)?.as_slice())?;
     }
+    let first = take_seqs(tx, postings.len() as u64)?;
+    if keep == Keep::OnSettlement {
+        return Ok(Some(first));
+    }
     let mut ledger = tx.open_table(LEDGER)?;
-    let first = ledger.last_key()?.map_or(1, |k| k.value() + 1);
     let now = chrono::Utc::now().timestamp_millis();
     for (seq, p) in (first..).zip(postings) {
         let entry = Entry {
@@ -171,7 +191,39 @@ pub(crate) fn append(
         };
         ledger.insert(seq, encode(&entry)?.as_slice())?;
     }
-    Ok(())
+    Ok(Some(first))
+}
+
+/// Takes `count` sequence numbers for new entries; returns the first. A store written before the counter
+/// numbered its entries by the last row.
+fn take_seqs(tx: &Tx, count: u64) -> Result<u64, StoreError> {
+    let mut sequences = tx.open_table(SEQUENCES)?;
+    let first = match sequences.get(LEDGER_SEQ)? {
+        Some(next) => next.value(),
+        None => tx.open_table(LEDGER)?.last_key()?.map_or(1, |k| k.value() + 1),
+    };
+    sequences.insert(LEDGER_SEQ, first + count)?;
+    Ok(first)
+}
+
+/// The entries `task`'s settlement holds ([`Keep::OnSettlement`]): an earmarked task's charge, dated when
+/// the task ended.
+pub(crate) fn entries_on(task: &TaskRecord) -> Vec<Entry> {
+    let Some(settlement) = task.billing.as_ref().and_then(|b| b.settlement.as_ref()) else { return Vec::new() };
+    let Some(first) = settlement.ledger_seq else { return Vec::new() };
+    (first..)
+        .zip(&settlement.by_pot)
+        .map(|(seq, (pot, charged))| Entry {
+            seq,
+            account: task.account.clone(),
+            kind: EntryKind::Charge,
+            pot: *pot,
+            delta: -charged,
+            task_id: Some(task.task_id.clone()),
+            at_ms: task.finished_ms.unwrap_or(task.updated_ms),
+            note: crate::billing::entry_note(task),
+        })
+        .collect()
 }
 
 /// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
@@ -210,7 +262,12 @@ impl Store {
     /// Appends entries on their own (top-ups, grants, plans).
     pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
         let (postings, earmarks) = (postings.to_vec(), self.earmarks.clone());
-        self.write(move |tx| append(tx, &earmarks, postings, None))
+        self.write(move |tx| append(tx, &earmarks, postings, None, Keep::Rows).map(|_| ()))
+    }
+
+    /// Whether money ever moved for `account` (it has a funds row, which its first entry writes).
+    pub fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
+        Ok(self.view()?.open_table(FUNDS)?.get(account)?.is_some())
     }
 
     /// What `account` may spend: each pot less what tasks in flight have held or earmarked from it.
@@ -223,38 +280,29 @@ impl Store {
         self.earmarks.of(account)
     }
 
-    /// Entries of one account (or all), oldest first.
+    /// Entries of one account (or all), oldest first: the rows and the settlements' (a full read of both
+    /// tables: for the back office).
     pub fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        let tx = self.view()?;
-        let table = tx.open_table(LEDGER)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let entry: Entry = decode(row?.1.value())?;
-            if account.is_none_or(|a| a == entry.account) {
-                out.push(entry);
-            }
-        }
-        Ok(out)
+        let mut entries = all_entries(&self.view()?)?;
+        entries.retain(|entry| account.is_none_or(|a| a == entry.account));
+        Ok(entries)
     }
 
     /// Recomputes every account's pots from the entries and compares them with the cached sums.
     pub fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
-        let tx = self.view()?;
-        let ledger = tx.open_table(LEDGER)?;
         let mut sums: BTreeMap<String, Funds> = BTreeMap::new();
-        let mut entries = 0;
         let mut last_seq = 0;
         let mut problems = Vec::new();
-        for row in ledger.iter()? {
-            let (seq, value) = row?;
-            let entry: Entry = decode(value.value())?;
-            if seq.value() <= last_seq {
-                problems.push(format!("entry {} out of order", seq.value()));
+        let tx = self.view()?;
+        let all = all_entries(&tx)?;
+        for entry in &all {
+            if entry.seq == last_seq {
+                problems.push(format!("entry {} numbered twice", entry.seq));
             }
-            last_seq = seq.value();
+            last_seq = entry.seq;
             sums.entry(entry.account.clone()).or_default().add(entry.pot, entry.delta);
-            entries += 1;
         }
+        let entries = all.len() as u64;
         let funds_table = tx.open_table(FUNDS)?;
         let mut cached: BTreeMap<String, Funds> = BTreeMap::new();
         for row in funds_table.iter()? {
@@ -274,4 +322,17 @@ impl Store {
         }
         Ok(LedgerReport { entries, accounts: sums.len(), problems })
     }
+}
+
+/// Every entry in `view`, rows and settlements', by sequence number.
+fn all_entries(view: &View) -> Result<Vec<Entry>, StoreError> {
+    let mut entries = Vec::new();
+    for row in view.open_table(LEDGER)?.iter()? {
+        entries.push(decode::<Entry>(row?.1.value())?);
+    }
+    for row in view.open_table(TASKS)?.iter()? {
+        entries.extend(entries_on(&decode(row?.1.value())?));
+    }
+    entries.sort_by_key(|entry| entry.seq);
+    Ok(entries)
 }

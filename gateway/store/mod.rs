@@ -512,7 +512,7 @@ mod tests {
         // A write that debits and is undone leaves the funds as they were.
         let earmarks = store.earmarks.clone();
         let undone = store.write(move |tx| {
-            ledger::append(tx, &earmarks, vec![top_up(-10_000)], None)?;
+            ledger::append(tx, &earmarks, vec![top_up(-10_000)], None, ledger::Keep::Rows)?;
             Err::<(), _>(StoreError::new("refused after the debit"))
         });
         assert!(undone.is_err());
@@ -526,18 +526,54 @@ mod tests {
         let billing = ended.billing.as_mut().unwrap();
         (billing.hold, billing.earmarked, billing.settlement) = (first.split().to_vec(), true, None);
         let ended = runtime.block_on(store.add_ended(ended, first).into_future()).unwrap();
-        assert_eq!(ended.billing.unwrap().settlement.unwrap().charged, 40_000);
+        assert_eq!(ended.billing.as_ref().unwrap().settlement.as_ref().unwrap().charged, 40_000);
         assert_eq!((balance(&store), store.earmarked("acme").balance), (30_000, 0));
-        let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.kind, e.delta)).collect();
-        assert_eq!(kinds, [(EntryKind::TopUp, 100_000), (EntryKind::TopUp, -30_000), (EntryKind::Charge, -40_000)]);
-        // A credit counts too.
+        let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.seq, e.kind, e.delta)).collect();
+        assert_eq!(
+            kinds,
+            [(1, EntryKind::TopUp, 100_000), (2, EntryKind::TopUp, -30_000), (3, EntryKind::Charge, -40_000)]
+        );
+        // The charge is journaled on the task's settlement, not as a row of its own.
+        let charge = &store.entries(Some("acme")).unwrap()[2];
+        assert_eq!((charge.task_id.as_deref(), charge.at_ms), (Some("task-019ab2c4"), ended.finished_ms.unwrap()));
+        assert_eq!(charge.note, "success beta-image-2.0-pro_t2i");
+        assert!(store.view().unwrap().open_table(LEDGER).unwrap().get(3).unwrap().is_none());
+        // A credit counts too, and takes the next number.
         store.post(&[top_up(5_000)]).unwrap();
+        assert_eq!(store.entries(Some("acme")).unwrap().last().map(|e| e.seq), Some(4));
         assert_eq!(earmark(35_001).unwrap_err(), shortfall(35_001, 35_000));
 
         // Dropped unspent (the task was never stored): nothing is charged.
         drop(earmark(35_000).unwrap());
         assert_eq!((balance(&store), store.earmarked("acme")), (35_000, ledger::Funds::default()));
         assert!(store.verify_ledger().unwrap().problems.is_empty());
+        let image = crash_image(dir.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
+        let recovered = Store::open(image.path()).unwrap();
+        assert_eq!(recovered.entries(None).unwrap().len(), 4);
+        assert_eq!(recovered.verify_ledger().unwrap().entries, 4);
+    }
+
+    /// A store written before the sequence counter numbers its next entry after its last row; an entry a
+    /// settlement holds under a number a row already has is reported.
+    #[test]
+    fn ledger_entries_are_numbered_once_across_rows_and_settlements() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        store.post(&[top_up(1_000), top_up(2_000)]).unwrap();
+        let forget = |tx: &Tx| tx.open_table(tables::SEQUENCES)?.remove(tables::LEDGER_SEQ);
+        runtime.block_on(store.queue(Commit::Durable, forget).into_future()).unwrap();
+        store.post(&[top_up(3_000)]).unwrap();
+        let seqs: Vec<u64> = store.entries(None).unwrap().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 2, 3]);
+        assert!(store.verify_ledger().unwrap().problems.is_empty());
+
+        let mut task = settled_task();
+        task.account = "acme".into();
+        task.billing.as_mut().unwrap().settlement.as_mut().unwrap().ledger_seq = Some(3);
+        runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+        let problems = store.verify_ledger().unwrap().problems;
+        assert!(problems.iter().any(|p| p == "entry 3 numbered twice"), "{problems:?}");
     }
 
     #[test]

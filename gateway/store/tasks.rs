@@ -3,7 +3,7 @@
 
 use super::Tx;
 use super::earmarks::Earmark;
-use super::ledger::{self, EntryKind, Posting, Shortfall};
+use super::ledger::{self, EntryKind, Keep, Posting, Shortfall};
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, USAGE_LOG, decode, encode};
 use crate::billing::UsageRecord;
 use serde::{Deserialize, Serialize};
@@ -199,7 +199,7 @@ impl Store {
                     })
                     .collect();
                 // Held: the earmark becomes ledger entries at once.
-                ledger::append(tx, &earmarks, postings, Some(earmark))?;
+                ledger::append(tx, &earmarks, postings, Some(earmark), Keep::Rows)?;
                 if let Some(billing) = new.billing.as_mut() {
                     billing.hold = split;
                 }
@@ -239,8 +239,16 @@ impl Store {
             if !task.status.is_terminal() {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
+            let earmarked = task.billing.as_ref().is_some_and(|b| b.earmarked);
             if let Some(postings) = crate::billing::settle(&mut task) {
-                ledger::append(tx, &earmarks, postings, Some(earmark))?;
+                // An earmarked task's charge is journaled on its settlement, written below in this transaction.
+                let keep = if earmarked { Keep::OnSettlement } else { Keep::Rows };
+                let first = ledger::append(tx, &earmarks, postings, Some(earmark), keep)?;
+                if let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
+                    && keep == Keep::OnSettlement
+                {
+                    settlement.ledger_seq = first;
+                }
             }
             tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(task)
@@ -309,7 +317,7 @@ impl Store {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
                 if let Some(postings) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, &earmarks, postings, None)?;
+                    ledger::append(tx, &earmarks, postings, None, Keep::Rows)?;
                 }
             }
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
