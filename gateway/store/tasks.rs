@@ -244,8 +244,8 @@ impl Store {
                 // An earmarked task's charge is journaled on its settlement, written below in this transaction.
                 let keep = if earmarked { Keep::OnSettlement } else { Keep::Rows };
                 let first = ledger::append(tx, &earmarks, postings, Some(earmark), keep)?;
-                if let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
-                    && keep == Keep::OnSettlement
+                if keep == Keep::OnSettlement
+                    && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
                 {
                     settlement.ledger_seq = first;
                 }
