@@ -76,7 +76,7 @@ impl UsageRecord<'_> {
     /// The usage line of `task`, if it is settled; it is dated when the task ended.
     pub fn of(task: &TaskRecord) -> Option<UsageRecord<'_>> {
         let settlement = task.billing.as_ref()?.settlement.as_ref()?;
-        let at_ms = task.finished_ms.unwrap_or(task.updated_ms);
+        let at_ms = task.ended_ms();
         Some(UsageRecord {
             at: crate::tasks::local_time(at_ms),
             at_ms,

@@ -220,7 +220,7 @@ pub(crate) fn entries_on(task: &TaskRecord) -> Vec<Entry> {
             pot: *pot,
             delta: -charged,
             task_id: Some(task.task_id.clone()),
-            at_ms: task.finished_ms.unwrap_or(task.updated_ms),
+            at_ms: task.ended_ms(),
             note: crate::billing::entry_note(task),
         })
         .collect()

@@ -2,13 +2,14 @@
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
 use super::Tx;
-use super::earmarks::Earmark;
+use super::earmarks::{Book, Earmark};
 use super::ledger::{self, EntryKind, Keep, Posting, Shortfall};
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, USAGE_LOG, decode, encode};
 use crate::billing::UsageRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -153,6 +154,13 @@ pub struct TaskRecord {
     pub billing: Option<crate::billing::TaskBilling>,
 }
 
+impl TaskRecord {
+    /// When the task ended (what its usage line and its settlement's entries are dated by).
+    pub fn ended_ms(&self) -> i64 {
+        self.finished_ms.unwrap_or(self.updated_ms)
+    }
+}
+
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
     /// funds, committed as `commit` asks; resolves to what was decided, with the task as stored (with its
@@ -239,17 +247,7 @@ impl Store {
             if !task.status.is_terminal() {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
-            let earmarked = task.billing.as_ref().is_some_and(|b| b.earmarked);
-            if let Some(postings) = crate::billing::settle(&mut task) {
-                // An earmarked task's charge is journaled on its settlement, written below in this transaction.
-                let keep = if earmarked { Keep::OnSettlement } else { Keep::Rows };
-                let first = ledger::append(tx, &earmarks, postings, Some(earmark), keep)?;
-                if keep == Keep::OnSettlement
-                    && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
-                {
-                    settlement.ledger_seq = first;
-                }
-            }
+            settle(tx, &earmarks, &mut task, Some(earmark))?;
             tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(task)
         })
@@ -316,9 +314,7 @@ impl Store {
             if task.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
                 // Settlement rides in the transaction that makes the task terminal: exactly once.
-                if let Some(postings) = crate::billing::settle(&mut task) {
-                    ledger::append(tx, &earmarks, postings, None, Keep::Rows)?;
-                }
+                settle(tx, &earmarks, &mut task, None)?;
             }
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(Some(task))
@@ -346,4 +342,22 @@ impl Store {
         let table = tx.open_table(IDEMPOTENCY)?;
         table.get(key)?.map(|v| decode(v.value())).transpose()
     }
+}
+
+/// Settles `task`, which has just ended, inside `tx` ([`crate::billing::settle`]): appends its entries,
+/// spending `spending` if given. An earmarked task's charge is journaled on its settlement, which the caller
+/// writes in the same transaction.
+fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option<Earmark>) -> Result<(), StoreError> {
+    let keep = match task.billing.as_ref() {
+        Some(billing) if billing.earmarked => Keep::OnSettlement,
+        _ => Keep::Rows,
+    };
+    let Some(postings) = crate::billing::settle(task) else { return Ok(()) };
+    let first = ledger::append(tx, earmarks, postings, spending, keep)?;
+    if keep == Keep::OnSettlement
+        && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
+    {
+        settlement.ledger_seq = first;
+    }
+    Ok(())
 }
