@@ -170,7 +170,7 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
                     expires_at: expires.clone(),
                 })
                 .collect();
-            task.usage = Some(usage);
+            task.usage = Some(usage.into());
         }
         TaskStatus::Failed => {
             let code = ["DataInspectionFailed", "InternalError", "InvalidParameter"][rng.below(3) as usize];

@@ -1,6 +1,7 @@
 //! Prices from a model's billing rule (billing_rules).
 
 use crate::catalog::{Audio, BillingRule, ModelSpec, tier_of_size};
+use crate::upstream::Usage;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -91,33 +92,33 @@ fn per_second(model: &ModelSpec, units: &Units) -> i64 {
 }
 
 /// The list price of what the upstream says it delivered (its `usage`), falling back to the quoted units.
-pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Value>) -> (i64, Units) {
-    let usage = usage.unwrap_or(&Value::Null);
-    let number = |key: &str| usage.get(key).and_then(Value::as_f64);
+pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> (i64, Units) {
+    let usage = usage.map(Usage::delivered).unwrap_or_default();
     match model.billing {
         BillingRule::PerSecond { .. } => {
             let mut units = quoted.clone();
             // Bill `duration` (input + output seconds), else `video_duration`.
-            if let Some(seconds) = number("duration").or_else(|| number("video_duration")) {
+            let number = |member: &Option<Value>| member.as_ref().and_then(Value::as_f64);
+            if let Some(seconds) = number(&usage.duration).or_else(|| number(&usage.video_duration)) {
                 units.seconds = Some(seconds);
             }
-            if let Some(sr) = usage.get("SR").and_then(Value::as_u64) {
+            if let Some(sr) = usage.sr.as_ref().and_then(Value::as_u64) {
                 units.resolution = Some(format!("{sr}P"));
             }
-            if let Some(audio) = usage.get("audio").and_then(Value::as_bool) {
+            if let Some(audio) = usage.audio.as_ref().and_then(Value::as_bool) {
                 units.audio = Some(audio);
             }
             (per_second(model, &units), units)
         }
         BillingRule::PerImage { price, .. } => {
             // A partial failure is still a success upstream; only the delivered images count.
-            let images = usage.get("image_count").and_then(Value::as_u64).or(quoted.images).unwrap_or(0);
+            let images = usage.image_count.as_ref().and_then(Value::as_u64).or(quoted.images).unwrap_or(0);
             (price as i64 * images as i64, Units { images: Some(images), ..Units::default() })
         }
         BillingRule::PerCall { price, .. } => (price as i64, quoted.clone()),
         BillingRule::PerToken { price, .. } => {
-            let input = usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
-            let output = usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+            let input = usage.input_tokens.as_ref().and_then(Value::as_u64).unwrap_or(0);
+            let output = usage.output_tokens.as_ref().and_then(Value::as_u64).unwrap_or(0);
             let amount = tokens(price.input_per_million, input) + tokens(price.output_per_million, output);
             (amount, Units { input_tokens: Some(input), output_tokens: Some(output), ..Units::default() })
         }
@@ -139,7 +140,7 @@ mod tests {
         let (hold, units) = quote(&model, &Map::new());
         assert_eq!(hold, 8_000);
         assert_eq!(units.output_tokens, Some(1_000));
-        let usage = json!({"input_tokens": 1_500, "output_tokens": 250});
+        let usage: Usage = json!({"input_tokens": 1_500, "output_tokens": 250}).into();
         let (amount, actual) = actual(&model, &units, Some(&usage));
         assert_eq!(amount, 3_000 + 2_000);
         assert_eq!((actual.input_tokens, actual.output_tokens), (Some(1_500), Some(250)));

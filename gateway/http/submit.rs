@@ -14,11 +14,12 @@ use crate::state::AppState;
 use crate::store::ledger::Shortfall;
 use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
 use crate::tasks::{self, OpenTask, results};
-use crate::upstream::client;
+use crate::upstream::{Usage, client};
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use scopeguard::ScopeGuard;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -202,7 +203,7 @@ async fn run_sync(
         }
     };
     let found = results::results(&reported.output, admitted.model.media);
-    let usage = reported.usage;
+    let usage = reported.usage.map(Usage::from);
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(&state, task, TaskStatus::Success, move |t| {
         t.results = found;
@@ -221,15 +222,22 @@ async fn run_sync(
     }
     Ok(match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
-            let mut usage = finished.usage.unwrap_or_else(|| Value::Object(Map::new()));
-            if let (Some(tokens), Some(fields)) = (projected, usage.as_object_mut()) {
-                fields.insert("output_tokens".into(), tokens.into());
-                fields.insert("usage_basis".into(), "price_equivalent".into());
-            }
+            let joined: Usage;
+            let usage = match (finished.usage.as_ref(), projected) {
+                (Some(usage), None) => usage,
+                (usage, Some(tokens)) => {
+                    joined = equivalent::joined(usage, tokens);
+                    &joined
+                }
+                (None, None) => {
+                    joined = Value::Object(Map::new()).into();
+                    &joined
+                }
+            };
             response.json(ImagesAnswer {
                 created: chrono::Utc::now().timestamp(),
                 data: finished.results.iter().map(|r| ImageUrl { url: &r.url }).collect(),
-                usage,
+                usage: usage.json(),
             })
         }
         SyncResponse::Upstream => {
@@ -247,7 +255,7 @@ async fn run_sync(
 struct ImagesAnswer<'a> {
     created: i64,
     data: Vec<ImageUrl<'a>>,
-    usage: Value,
+    usage: &'a RawValue,
 }
 
 #[derive(Serialize)]

@@ -146,7 +146,7 @@ pub struct TaskRecord {
     pub results: Vec<TaskResult>,
     /// The upstream's `usage`, as it came.
     #[serde(default)]
-    pub usage: Option<Value>,
+    pub usage: Option<crate::upstream::Usage>,
     #[serde(default)]
     pub error: Option<TaskError>,
     /// Billing state of the task (hold, settlement), owned by the billing module.

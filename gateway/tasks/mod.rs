@@ -259,7 +259,7 @@ pub fn view(task: &TaskRecord) -> Value {
         out["results"] = json!(task.results);
     }
     if let Some(usage) = &task.usage {
-        out["usage"] = usage.clone();
+        out["usage"] = usage.to_value();
     }
     if let Some(error) = &task.error {
         out["error"] = json!(error);

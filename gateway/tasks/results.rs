@@ -6,8 +6,9 @@
 
 use crate::catalog::Media;
 use crate::store::{TaskError, TaskResult, TaskStatus};
+use crate::upstream::Usage;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 
 /// What an upstream answer says about its task. Lists may also come as `null`.
@@ -17,7 +18,8 @@ pub struct Reported<'a> {
     #[serde(borrow)]
     pub output: Output<'a>,
     /// As it came: stored on the task and priced from.
-    pub usage: Option<Value>,
+    #[serde(borrow)]
+    pub usage: Option<&'a RawValue>,
 }
 
 /// An answer's `output`: the task's state and every field a family puts result URLs in.
@@ -83,7 +85,7 @@ struct Content<'a> {
 pub enum Observed {
     Pending,
     Running,
-    Succeeded { results: Vec<TaskResult>, usage: Option<Value> },
+    Succeeded { results: Vec<TaskResult>, usage: Option<Usage> },
     Failed(TaskError),
     Cancelled,
 }
@@ -97,7 +99,7 @@ pub fn observe(answer: Reported<'_>, media: Media) -> Observed {
     match output.task_status.as_deref().unwrap_or("UNKNOWN") {
         "PENDING" => Observed::Pending,
         "RUNNING" | "SUSPENDED" => Observed::Running,
-        "SUCCEEDED" => Observed::Succeeded { results: results(output, media), usage: answer.usage },
+        "SUCCEEDED" => Observed::Succeeded { results: results(output, media), usage: answer.usage.map(Usage::from) },
         "FAILED" => Observed::Failed(TaskError {
             code: output.code.as_deref().unwrap_or("UpstreamFailed").to_string(),
             message: output.message.as_deref().unwrap_or("The upstream failed the task.").to_string(),
@@ -189,7 +191,7 @@ mod tests {
             panic!("not a success");
         };
         assert_eq!((results[0].url.as_str(), results[0].kind.as_str()), ("v.mp4", "video"));
-        assert_eq!(usage, Some(serde_json::json!({"duration": 5})));
+        assert_eq!(usage.map(|usage| usage.to_value()), Some(serde_json::json!({"duration": 5})));
         let Observed::Failed(error) =
             read(r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed","message":"no"}}"#)
         else {

@@ -3,6 +3,8 @@
 pub mod client;
 pub mod envelope;
 pub mod errors;
+pub mod usage;
 
 pub use client::{RegionUpstream, Upstreams};
 pub use errors::UpstreamError;
+pub use usage::Usage;
