@@ -4,6 +4,7 @@
 use crate::catalog::{BillingRule, ModelSpec};
 use crate::upstream::Usage;
 use serde_json::{Value, json};
+use std::fmt::Write;
 
 /// The projected output tokens, or `None` where the rules say nothing is mapped: a token-priced model, or
 /// an upstream `usage` that carries a raw output-token field at all (even `0`, `null` or garbage).
@@ -11,7 +12,7 @@ pub fn tokens(model: &ModelSpec, list_price: i64, baseline_per_million: u64, usa
     if matches!(model.billing, BillingRule::PerToken { .. }) || baseline_per_million == 0 {
         return None;
     }
-    if usage.is_some_and(|usage| usage.delivered().output_tokens.is_some()) {
+    if usage.is_some_and(Usage::names_output_tokens) {
         return None;
     }
     Some((list_price.max(0) as u128 * 1_000_000 / baseline_per_million as u128) as u64)
@@ -32,8 +33,13 @@ pub fn joined(usage: Option<&Usage>, tokens: u64) -> Usage {
         && !holds(b"\\u")
         && let Some(members) = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}'))
     {
-        let comma = if members.trim().is_empty() { "" } else { "," };
-        let joined = format!(r#"{{{members}{comma}"output_tokens":{tokens},"usage_basis":"price_equivalent"}}"#);
+        let mut joined = String::with_capacity(text.len() + 64);
+        joined.push('{');
+        joined.push_str(members);
+        if !members.trim().is_empty() {
+            joined.push(',');
+        }
+        let _ = write!(joined, r#""output_tokens":{tokens},"usage_basis":"price_equivalent"}}"#);
         if let Ok(joined) = serde_json::value::RawValue::from_string(joined) {
             return Usage::from(joined);
         }

@@ -235,7 +235,7 @@ async fn run_sync(
                 }
             };
             response.json(ImagesAnswer {
-                created: chrono::Utc::now().timestamp(),
+                created: finished.ended_ms() / 1000,
                 data: finished.results.iter().map(|r| ImageUrl { url: &r.url }).collect(),
                 usage: usage.json(),
             })

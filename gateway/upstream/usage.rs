@@ -45,6 +45,13 @@ impl Usage {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
     }
 
+    /// Whether it names `output_tokens` at all, even as `null`. Read from the text unless it holds the name in
+    /// quotes, or an escape that could spell it.
+    pub fn names_output_tokens(&self) -> bool {
+        let holds = |needle: &[u8]| memchr::memmem::find(self.0.get().as_bytes(), needle).is_some();
+        (holds(b"\"output_tokens\"") || holds(b"\\u")) && self.delivered().output_tokens.is_some()
+    }
+
     /// The members pricing reads. A `usage` that is no object has none of them; one that names a member twice
     /// reads as its `Value` would (the last one counts).
     pub fn delivered(&self) -> Delivered {
@@ -165,6 +172,10 @@ mod tests {
         assert_eq!(usage(r#"{"image_count":1,"image_count":3}"#).delivered().image_count, Some(json!(3)));
         assert!(usage("[1]").delivered().image_count.is_none());
         assert!(usage("{}").delivered().output_tokens.is_none());
+        assert!(usage(r#"{"output_tokens":null}"#).names_output_tokens());
+        assert!(usage(r#"{"output\u005ftokens":0}"#).names_output_tokens(), "spelled with an escape");
+        assert!(!usage(r#"{"detail":{"output_tokens":1}}"#).names_output_tokens(), "not at the top level");
+        assert!(!usage(r#"{"image_count":1}"#).names_output_tokens());
     }
 
     #[test]
