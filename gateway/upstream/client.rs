@@ -4,11 +4,12 @@
 use super::errors::UpstreamError;
 use crate::catalog::{ModelSpec, TaskMode};
 use crate::config::Config;
+use awc::http::Uri;
 use awc::http::header::{AUTHORIZATION, HeaderValue};
 use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -20,6 +21,9 @@ pub struct RegionUpstream {
     authorizations: Vec<HeaderValue>,
     next_key: AtomicUsize,
     pub timeout: Duration,
+    /// The address of each upstream route (`catalog::ROUTES`) under this base URL, parsed once: the calls
+    /// that create tasks clone one instead of formatting and parsing it again.
+    route_uris: HashMap<&'static str, Uri, foldhash::fast::RandomState>,
 }
 
 impl RegionUpstream {
@@ -34,12 +38,16 @@ impl RegionUpstream {
                 Ok(value)
             })
             .collect::<Result<_, String>>()?;
-        Ok(RegionUpstream {
-            base_url: base_url.trim_end_matches('/').to_string(),
-            authorizations,
-            next_key: AtomicUsize::new(0),
-            timeout,
-        })
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let route_uris = crate::catalog::ROUTES
+            .iter()
+            .map(|route| {
+                let uri = Uri::try_from(address(&base_url, route.path))
+                    .map_err(|e| format!("upstream base URL {base_url} does not make a valid address: {e}"))?;
+                Ok((route.path, uri))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(RegionUpstream { base_url, authorizations, next_key: AtomicUsize::new(0), timeout, route_uris })
     }
 
     /// Keys of the region; their query limits add up.
@@ -160,10 +168,17 @@ fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc
 }
 
 fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Method, path: &str) -> awc::ClientRequest {
-    client()
-        .request(method, format!("{}/api/v1{path}", upstream.base_url))
-        .timeout(upstream.timeout)
+    match upstream.route_uris.get(path) {
+        Some(uri) => client().request(method, uri.clone()),
+        None => client().request(method, address(&upstream.base_url, path)),
+    }
+    .timeout(upstream.timeout)
         .insert_header((AUTHORIZATION, upstream.authorization(key)))
+}
+
+/// The address of `path` under the upstream's `/api/v1`.
+fn address(base_url: &str, path: &str) -> String {
+    format!("{base_url}/api/v1{path}")
 }
 
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
