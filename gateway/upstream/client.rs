@@ -399,6 +399,15 @@ mod tests {
     }
 
     #[test]
+    fn a_base_url_is_checked_once_at_start_and_each_route_addressed_under_it() {
+        let keys = ["k".to_string()];
+        let upstream = RegionUpstream::new("http://up.example/cn/", &keys, Duration::from_secs(1)).unwrap();
+        let route = &crate::catalog::ROUTES[0];
+        assert_eq!(upstream.route_uris[route.path].to_string(), format!("http://up.example/cn/api/v1{}", route.path));
+        assert!(RegionUpstream::new("http://bad host", &keys, Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
     fn an_answer_is_an_error_when_not_2xx_or_a_top_level_code_comes_without_output() {
         assert_eq!(verdict(200, r#"{"request_id":"r","output":{"task_id":"t"}}"#), Ok(()));
         assert_eq!(verdict(200, r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed"}}"#), Ok(()));
