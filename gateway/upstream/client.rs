@@ -173,7 +173,7 @@ fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Metho
         None => client().request(method, address(&upstream.base_url, path)),
     }
     .timeout(upstream.timeout)
-        .insert_header((AUTHORIZATION, upstream.authorization(key)))
+    .insert_header((AUTHORIZATION, upstream.authorization(key)))
 }
 
 /// The address of `path` under the upstream's `/api/v1`.
