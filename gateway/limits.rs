@@ -42,7 +42,11 @@ impl Limits {
     /// Reserves an in-flight slot for `account`; release it with [`Limits::release`].
     pub fn reserve(&self, account: &str) -> Result<(), ApiError> {
         let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(account.to_string()).or_default();
+        // The account's name is copied only the first time it is counted.
+        let count = match counts.get_mut(account) {
+            Some(count) => count,
+            None => counts.entry(account.to_string()).or_default(),
+        };
         if *count >= self.max_in_flight {
             return Err(ApiError::new(
                 ErrorCode::too_many_tasks,
