@@ -28,9 +28,7 @@ pub fn object(tokens: u64) -> Value {
 /// `usage_basis` itself (or may have, through an escape), which then reads as a `Value` and is replaced.
 pub fn joined(usage: Option<&Usage>, tokens: u64) -> Usage {
     let text = usage.map_or("{}", |usage| usage.json().get());
-    let holds = |needle: &[u8]| memchr::memmem::find(text.as_bytes(), needle).is_some();
-    if !holds(b"\"usage_basis\"")
-        && !holds(b"\\u")
+    if !usage.is_some_and(|usage| usage.may_name("usage_basis"))
         && let Some(members) = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}'))
     {
         let mut joined = String::with_capacity(text.len() + 64);

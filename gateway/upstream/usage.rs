@@ -45,11 +45,16 @@ impl Usage {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
     }
 
-    /// Whether it names `output_tokens` at all, even as `null`. Read from the text unless it holds the name in
-    /// quotes, or an escape that could spell it.
+    /// Whether it names `output_tokens` at all, even as `null`.
     pub fn names_output_tokens(&self) -> bool {
+        self.may_name("output_tokens") && self.delivered().output_tokens.is_some()
+    }
+
+    /// False when the text cannot name `member`: it holds neither the name nor an escape that could spell it.
+    /// A cheap test before a parse that tells for sure.
+    pub fn may_name(&self, member: &str) -> bool {
         let holds = |needle: &[u8]| memchr::memmem::find(self.0.get().as_bytes(), needle).is_some();
-        (holds(b"\"output_tokens\"") || holds(b"\\u")) && self.delivered().output_tokens.is_some()
+        holds(member.as_bytes()) || holds(b"\\u")
     }
 
     /// The members pricing reads. A `usage` that is no object has none of them; one that names a member twice
