@@ -4,6 +4,7 @@
 use crate::catalog::{BillingRule, ModelSpec};
 use crate::upstream::Usage;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// The projected output tokens, or `None` where the rules say nothing is mapped: a token-priced model, or
@@ -23,10 +24,19 @@ pub fn object(tokens: u64) -> Value {
     json!({"usage_basis": "price_equivalent", "output_tokens": tokens})
 }
 
-/// The images-standard answer's `usage`: the upstream's with the projected tokens and their basis added, or
-/// as it came where it is no object. The members are appended to the text unless the upstream named
-/// `usage_basis` itself (or may have, through an escape), which then reads as a `Value` and is replaced.
-pub fn joined(usage: Option<&Usage>, tokens: u64) -> Usage {
+/// The images-standard answer's `usage`: the upstream's as it came (`{}` if none), with the projected
+/// tokens and their basis added if there are any and it is an object. The members are appended to the text
+/// unless the upstream named `usage_basis` itself (or may have, through an escape), which then reads as a
+/// `Value` and is replaced.
+pub fn answered(usage: Option<&Usage>, projected: Option<u64>) -> Cow<'_, Usage> {
+    match (usage, projected) {
+        (Some(usage), None) => Cow::Borrowed(usage),
+        (None, None) => Cow::Owned(Value::Object(Default::default()).into()),
+        (usage, Some(tokens)) => Cow::Owned(joined(usage, tokens)),
+    }
+}
+
+fn joined(usage: Option<&Usage>, tokens: u64) -> Usage {
     let text = usage.map_or("{}", |usage| usage.json().get());
     if !usage.is_some_and(|usage| usage.may_name("usage_basis"))
         && let Some(members) = text.trim().strip_prefix('{').and_then(|t| t.strip_suffix('}'))
@@ -56,7 +66,7 @@ mod tests {
     use super::*;
 
     fn joined_to(usage: Option<Value>) -> Value {
-        joined(usage.map(Usage::from).as_ref(), 7).to_value()
+        answered(usage.map(Usage::from).as_ref(), Some(7)).to_value()
     }
 
     #[test]
@@ -64,7 +74,8 @@ mod tests {
         let tail = json!({"output_tokens": 7, "usage_basis": "price_equivalent"});
         assert_eq!(joined_to(None), tail);
         assert_eq!(joined_to(Some(json!({}))), tail);
-        let joined = joined(Some(&json!({"width": 1024, "image_count": 1}).into()), 7);
+        let upstream: Usage = json!({"width": 1024, "image_count": 1}).into();
+        let joined = answered(Some(&upstream), Some(7));
         assert_eq!(
             joined.json().get(),
             r#"{"width":1024,"image_count":1,"output_tokens":7,"usage_basis":"price_equivalent"}"#

@@ -19,8 +19,8 @@ use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use scopeguard::ScopeGuard;
 use serde::Serialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub async fn submit(
@@ -222,18 +222,7 @@ async fn run_sync(
     }
     Ok(match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
-            let joined: Usage;
-            let usage = match (finished.usage.as_ref(), projected) {
-                (Some(usage), None) => usage,
-                (usage, Some(tokens)) => {
-                    joined = equivalent::joined(usage, tokens);
-                    &joined
-                }
-                (None, None) => {
-                    joined = Value::Object(Map::new()).into();
-                    &joined
-                }
-            };
+            let usage = equivalent::answered(finished.usage.as_ref(), projected);
             response.json(ImagesAnswer {
                 created: finished.ended_ms() / 1000,
                 data: finished.results.iter().map(|r| ImageUrl { url: &r.url }).collect(),

@@ -227,11 +227,7 @@ pub async fn finish(
             // a task whose one write failed leaves nothing in flight either.
             let _slot = scopeguard::guard(task.account.clone(), |account| state.limits.release(&account));
             end(&mut task);
-            let ended = state.store.add_ended(*task, earmark).await;
-            if ended.is_err() {
-                crate::metrics::task_unrecorded();
-            }
-            Some(ended?)
+            Some(state.store.add_ended(*task, earmark).await.inspect_err(|_| crate::metrics::task_unrecorded())?)
         }
     };
     if let Some(task) = &finished {

@@ -107,13 +107,6 @@ impl<'de> Deserialize<'de> for Usage {
 
 struct UsageVisitor;
 
-impl UsageVisitor {
-    fn text<E: de::Error>(bytes: &[u8]) -> Result<Usage, E> {
-        let text = std::str::from_utf8(bytes).map_err(E::custom)?;
-        RawValue::from_string(text.to_owned()).map(Usage).map_err(E::custom)
-    }
-}
-
 impl<'de> Visitor<'de> for UsageVisitor {
     type Value = Usage;
 
@@ -122,7 +115,8 @@ impl<'de> Visitor<'de> for UsageVisitor {
     }
 
     fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Usage, E> {
-        Self::text(bytes)
+        let text = std::str::from_utf8(bytes).map_err(E::custom)?;
+        RawValue::from_string(text.to_owned()).map(Usage).map_err(E::custom)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Usage, A::Error> {
