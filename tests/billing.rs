@@ -263,6 +263,7 @@ fn equivalent_usage_follows_every_rule() {
     // Images-standard shape: `usage.output_tokens` and `usage_basis`, original usage kept, no-store.
     let sync = demo.post_as(&key, "/v1/images/generations", &t2i);
     assert_eq!(sync.status, 200, "{}", sync.json);
+    assert_eq!(sync.header("content-type"), Some("application/json"));
     assert_eq!(sync.header("cache-control"), Some("no-store"));
     assert_eq!(sync.json["usage"]["usage_basis"], "price_equivalent");
     assert_eq!(sync.json["usage"]["image_count"], 1);

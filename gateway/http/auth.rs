@@ -2,16 +2,27 @@
 
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
+use crate::store::KeyRecord;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use std::future::{Ready, ready};
+use std::sync::Arc;
 
-/// The authenticated caller of a `/v1` route.
+/// The authenticated caller of a `/v1` route: the record of the key it presented, shared with the key cache.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub account: String,
+    key: Arc<KeyRecord>,
+}
+
+impl Caller {
+    pub fn account(&self) -> &str {
+        &self.key.account
+    }
+
     /// First characters of the key used, for the usage log.
-    pub key_prefix: String,
+    pub fn key_prefix(&self) -> &str {
+        &self.key.prefix
+    }
 }
 
 /// The key a request presents, from whichever of the three headers carries one.
@@ -50,7 +61,7 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     match state.store.key(&hash)? {
         Some(record) if !record.revoked => {
             state.limits.request(hash)?;
-            Ok(Caller { account: record.account, key_prefix: record.prefix })
+            Ok(Caller { key: record })
         }
         _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),
     }

@@ -12,7 +12,7 @@ use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
-use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskStatus};
+use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskResult, TaskStatus};
 use crate::tasks::{self, OpenTask, results};
 use crate::upstream::{Usage, client};
 use actix_web::http::{StatusCode, header};
@@ -44,9 +44,9 @@ pub async fn submit(
         return replay(&state, &caller, endpoint, body_hash, &existing).await;
     }
     let admitted = admit(&state.registry, endpoint, body)?;
-    state.limits.reserve(&caller.account)?;
+    state.limits.reserve(caller.account())?;
     // Given back unless the task is accepted (then the task's end gives it back).
-    let slot = scopeguard::guard((), |()| state.limits.release(&caller.account));
+    let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
     let mut task = tasks::new_task(&caller, &admitted, &request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.config.billing.equivalent_micros_per_million_tokens;
@@ -56,7 +56,7 @@ pub async fn submit(
     if synchronous && idempotency.is_none() {
         // Written once, when it ends: its money is earmarked in memory meanwhile. A keyed request is stored
         // first (below), so that a retry while the upstream works finds it.
-        let earmark = state.store.earmark(&caller.account, hold).await?.map_err(|s| refusal(&admitted, s))?;
+        let earmark = state.store.earmark(caller.account(), hold).await?.map_err(|s| refusal(&admitted, s))?;
         (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
         task.billing = Some(billing);
         ScopeGuard::into_inner(slot);
@@ -113,14 +113,16 @@ fn accepted(endpoint: &EndpointSpec, task: &TaskRecord) -> HttpResponse {
 
 /// `(store key, body hash)` for a request carrying `Idempotency-Key`; keys are scoped to the account.
 fn idempotency(req: &HttpRequest, caller: &Caller, body: &Value) -> Result<Option<(String, String)>, ApiError> {
-    let Some(header) = req.headers().get("idempotency-key") else {
+    // A name made once: looking up a `&str` builds a `HeaderName`, which copies a non-standard name.
+    const IDEMPOTENCY_KEY: header::HeaderName = header::HeaderName::from_static("idempotency-key");
+    let Some(header) = req.headers().get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
     let key = header.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 255).ok_or_else(|| {
         ApiError::new(ErrorCode::invalid_idempotency_key, "`Idempotency-Key` must be 1-255 visible ASCII characters.")
     })?;
     let body_hash = hex::encode(Sha256::digest(body.to_string()));
-    Ok(Some((format!("{}\n{key}", caller.account), body_hash)))
+    Ok(Some((format!("{}\n{key}", caller.account()), body_hash)))
 }
 
 /// A retry with a used key: the original task if the body is the same, else a conflict.
@@ -223,11 +225,18 @@ async fn run_sync(
     Ok(match endpoint.sync_response {
         SyncResponse::ImagesStandard => {
             let usage = equivalent::answered(finished.usage.as_ref(), projected);
-            response.json(ImagesAnswer {
+            let answer = ImagesAnswer {
                 created: finished.ended_ms() / 1000,
-                data: finished.results.iter().map(|r| ImageUrl { url: &r.url }).collect(),
+                data: ImageUrls(&finished.results),
                 usage: usage.json(),
-            })
+            };
+            // Written into room for all of it (`json` would start at 128 bytes and double twice).
+            let room = 64 + usage.json().get().len() + finished.results.iter().map(|r| r.url.len() + 12).sum::<usize>();
+            let mut body = Vec::with_capacity(room);
+            serde_json::to_writer(&mut body, &answer).map_err(|e| ApiError::internal(format!("answer: {e}")))?;
+            response
+                .insert_header((header::CONTENT_TYPE, header::HeaderValue::from_static("application/json")))
+                .body(body)
         }
         SyncResponse::Upstream => {
             let mut body = upstream_shape(answer.read()?, &finished.request_id);
@@ -243,13 +252,21 @@ async fn run_sync(
 #[derive(Serialize)]
 struct ImagesAnswer<'a> {
     created: i64,
-    data: Vec<ImageUrl<'a>>,
+    data: ImageUrls<'a>,
     usage: &'a RawValue,
 }
 
-#[derive(Serialize)]
-struct ImageUrl<'a> {
-    url: &'a str,
+/// The results as `[{"url": ...}]`, written from the task's own list.
+struct ImageUrls<'a>(&'a [TaskResult]);
+
+impl Serialize for ImageUrls<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct ImageUrl<'a> {
+            url: &'a str,
+        }
+        serializer.collect_seq(self.0.iter().map(|result| ImageUrl { url: &result.url }))
+    }
 }
 
 /// The upstream's answer with the gateway's request id, and content items carrying `image_url`.

@@ -14,7 +14,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    if let Some(answer) = state.finished.get(&task_id).filter(|answer| answer.account == caller.account) {
+    if let Some(answer) = state.finished.get(&task_id).filter(|answer| answer.account == caller.account()) {
         return Ok(respond(&answer));
     }
     let task = tasks::owned_task(&state, &caller, &task_id)?;

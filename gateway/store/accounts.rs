@@ -5,7 +5,7 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Account {
@@ -26,29 +26,36 @@ pub struct KeyRecord {
 /// Key records already read, so authenticating a request usually costs no store read. Only keys that
 /// exist are cached (a flood of made-up keys cannot grow it). Any change to the keys table empties it and
 /// bumps the generation; a reader caches what it read only if no change happened meanwhile, so a revoked
-/// key is never served from the cache after its revocation commits.
+/// key is never served from the cache after its revocation commits. Records are shared, not copied: a
+/// request's authentication allocates nothing.
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    inner: RwLock<(u64, HashMap<[u8; 32], KeyRecord>)>,
+    inner: RwLock<Cached>,
+}
+
+#[derive(Default)]
+struct Cached {
+    generation: u64,
+    records: HashMap<[u8; 32], Arc<KeyRecord>>,
 }
 
 impl KeyCache {
-    fn get(&self, hash: &[u8; 32]) -> (u64, Option<KeyRecord>) {
+    fn get(&self, hash: &[u8; 32]) -> (u64, Option<Arc<KeyRecord>>) {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        (inner.0, inner.1.get(hash).cloned())
+        (inner.generation, inner.records.get(hash).cloned())
     }
 
-    fn put(&self, generation: u64, hash: [u8; 32], record: KeyRecord) {
+    fn put(&self, generation: u64, hash: [u8; 32], record: Arc<KeyRecord>) {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.0 == generation {
-            inner.1.insert(hash, record);
+        if inner.generation == generation {
+            inner.records.insert(hash, record);
         }
     }
 
     fn invalidate(&self) {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        inner.0 += 1;
-        inner.1.clear();
+        inner.generation += 1;
+        inner.records.clear();
     }
 }
 
@@ -112,14 +119,14 @@ impl Store {
     }
 
     /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
-    pub fn key(&self, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+    pub fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
         let (generation, cached) = self.key_cache.get(hash);
         if cached.is_some() {
             return Ok(cached);
         }
         let tx = self.view()?;
         let table = tx.open_table(KEYS)?;
-        let record: Option<KeyRecord> = table.get(hash.as_slice())?.map(|v| decode(v.value())).transpose()?;
+        let record = table.get(hash.as_slice())?.map(|v| decode::<KeyRecord>(v.value()).map(Arc::new)).transpose()?;
         if let Some(record) = &record {
             self.key_cache.put(generation, *hash, record.clone());
         }

@@ -74,10 +74,10 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task
     TaskRecord {
         // Time-ordered (UUIDv7): new tasks land at the right edge of the store's B-trees, so a group commit
         // dirties a few pages instead of one leaf per task.
-        task_id: format!("task-{}", uuid::Uuid::now_v7().simple()),
+        task_id: crate::http::request_id::prefixed("task-", uuid::Uuid::now_v7()),
         request_id: request_id.to_string(),
-        account: caller.account.clone(),
-        key_prefix: caller.key_prefix.clone(),
+        account: caller.account().to_string(),
+        key_prefix: caller.key_prefix().to_string(),
         model: model.id.to_string(),
         operation: model.operation.as_str().to_string(),
         media: model.media,
@@ -281,7 +281,7 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
 /// The caller's task, or a 404 that looks the same whether it is missing or someone else's.
 pub fn owned_task(state: &AppState, caller: &Caller, task_id: &str) -> Result<TaskRecord, ApiError> {
     match state.store.task(task_id)? {
-        Some(task) if task.account == caller.account => Ok(task),
+        Some(task) if task.account == caller.account() => Ok(task),
         _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
     }
 }

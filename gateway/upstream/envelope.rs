@@ -143,6 +143,10 @@ impl<'a> EnvelopeBuilder<'a> {
     }
 }
 
+/// Bytes a part of the envelope starts with room for: most parts' whole text, written in one allocation
+/// instead of a few as the text doubles from 8 bytes.
+const PART_ROOM: usize = 128;
+
 /// JSON text: an object's members (`"name":value,` each) or a list's items (`item,` each).
 #[derive(Default)]
 struct Members {
@@ -160,6 +164,7 @@ impl Members {
 
     fn try_member<T: Serialize + ?Sized>(&mut self, name: &'static str, value: &T) -> Result<(), serde_json::Error> {
         self.forget(name);
+        self.text.reserve(PART_ROOM);
         let start = self.text.len();
         write_json(&mut self.text, name);
         self.text.push(b':');
@@ -187,6 +192,7 @@ impl Members {
 
     /// A content item `{"<kind>":value}`.
     fn item(&mut self, kind: &str, value: &Value) {
+        self.text.reserve(PART_ROOM);
         self.text.push(b'{');
         write_json(&mut self.text, kind);
         self.text.push(b':');
