@@ -104,8 +104,8 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         request_id: format!("{prefix}{}", rng.id()),
         account: account.to_string(),
         key_prefix: key.chars().take(8).collect(),
-        model: model.id.to_string(),
-        operation: model.operation.as_str().to_string(),
+        model: model.id.into(),
+        operation: model.operation.as_str().into(),
         media: model.media,
         status: if model.task_mode == TaskMode::Async { TaskStatus::Queued } else { TaskStatus::Running },
         created_at: local_time(created_ms),
@@ -166,7 +166,7 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
                         finished / 1000 + 86_400,
                         &rng.id()[..28]
                     ),
-                    kind: model.media.as_str().to_string(),
+                    kind: model.media.as_str().into(),
                     expires_at: expires.clone(),
                 })
                 .collect();

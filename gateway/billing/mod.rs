@@ -136,14 +136,11 @@ pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
         if billing.earmarked && delta == 0 {
             continue;
         }
-        postings.push(Posting {
-            account: task.account.clone(),
-            kind,
-            pot: *pot,
-            delta,
-            task_id: Some(task.task_id.clone()),
-            note: entry_note(task),
-        });
+        // An earmarked task's entries are kept on its settlement, which names and dates them
+        // (`ledger::entries_on`): its postings only move the funds.
+        let (task_id, note) =
+            if billing.earmarked { (None, String::new()) } else { (Some(task.task_id.clone()), entry_note(task)) };
+        postings.push(Posting { account: task.account.clone(), kind, pot: *pot, delta, task_id, note });
     }
     let settlement =
         Settlement { outcome: outcome.into(), charged: charged_total, list_price, by_pot, units, ledger_seq: None };

@@ -71,7 +71,8 @@ pub async fn edge_middleware(
     let seconds = started.elapsed().as_secs_f64();
     crate::metrics::request(&route, status, seconds);
     tracing::info!(request_id = %id, %method, route = &*route, status, ms = seconds * 1000.0, "request");
-    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&id) {
+    // From the id's own bytes (made to size, so no copy); `from_str` would copy them.
+    if let Ok(value) = actix_web::http::header::HeaderValue::try_from(id) {
         response.headers_mut().insert(request_id::HEADER, value);
     }
     Ok(response)

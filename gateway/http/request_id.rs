@@ -14,20 +14,25 @@ pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The current request's id (given one now if it has none yet), or `-` outside a request.
 pub fn current() -> String {
+    with_current(|id| id.clone()).unwrap_or_else(|| "-".into())
+}
+
+/// `read` of the current request's id, given one now if it has none yet; `None` outside a request.
+fn with_current<T>(read: impl FnOnce(&mut String) -> T) -> Option<T> {
     REQUEST_ID
         .try_with(|id| {
             let mut id = id.borrow_mut();
             if id.is_empty() {
                 *id = generate("req-");
             }
-            id.clone()
+            read(&mut id)
         })
-        .unwrap_or_else(|_| "-".into())
+        .ok()
 }
 
 /// Replaces the current request's id (a submit uses the id it stores on the task).
-pub fn set(id: &str) {
-    let _ = REQUEST_ID.try_with(|current| *current.borrow_mut() = id.to_string());
+pub fn set(id: String) {
+    let _ = REQUEST_ID.try_with(|current| *current.borrow_mut() = id);
 }
 
 /// A fresh id with the given prefix.
@@ -49,7 +54,7 @@ pub async fn scope<T>(request: impl Future<Output = T>) -> (T, String) {
     REQUEST_ID
         .scope(RefCell::default(), async {
             let done = request.await;
-            (done, current())
+            (done, with_current(std::mem::take).unwrap_or_default())
         })
         .await
 }

@@ -35,7 +35,7 @@ pub async fn submit(
         Media::Video => "vid-",
         Media::Image => "img-",
     });
-    request_id::set(&request_id);
+    request_id::set(request_id.clone());
     let body = body.into_inner();
     let idempotency = idempotency(&req, &caller, &body)?;
     if let Some((key, body_hash)) = &idempotency
@@ -47,7 +47,7 @@ pub async fn submit(
     state.limits.reserve(caller.account())?;
     // Given back unless the task is accepted (then the task's end gives it back).
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
-    let mut task = tasks::new_task(&caller, &admitted, &request_id, state.config.max_task_seconds);
+    let mut task = tasks::new_task(&caller, &admitted, request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.config.billing.equivalent_micros_per_million_tokens;
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
@@ -143,7 +143,7 @@ async fn replay(
     // answer no sooner than it can.
     state.store.caught_up().await?;
     let task = tasks::owned_task(state, caller, &existing.task_id)?;
-    request_id::set(&task.request_id);
+    request_id::set(task.request_id.clone());
     // An async task replays its acceptance; a synchronous one, whose answer was its result, its task view.
     let synchronous = crate::catalog::ModelSpec::find(&task.model).is_some_and(|m| m.task_mode == TaskMode::Sync);
     if synchronous { Ok(HttpResponse::Ok().json(tasks::view(&task))) } else { Ok(accepted(endpoint, &task)) }

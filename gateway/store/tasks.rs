@@ -8,6 +8,7 @@ use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, U
 use crate::billing::UsageRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ impl TaskStatus {
 pub struct TaskResult {
     pub url: String,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     pub expires_at: String,
 }
 
@@ -125,8 +126,8 @@ pub struct TaskRecord {
     pub request_id: String,
     pub account: String,
     pub key_prefix: String,
-    pub model: String,
-    pub operation: String,
+    pub model: Cow<'static, str>,
+    pub operation: Cow<'static, str>,
     pub media: crate::catalog::Media,
     pub status: TaskStatus,
     /// Local time, `YYYY-MM-DD HH:MM:SS`.
@@ -203,7 +204,7 @@ impl Store {
                         pot: *pot,
                         delta: -amount,
                         task_id: Some(new.task_id.clone()),
-                        note: new.model.clone(),
+                        note: new.model.to_string(),
                     })
                     .collect();
                 // Held: the earmark becomes ledger entries at once.

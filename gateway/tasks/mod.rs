@@ -64,7 +64,7 @@ fn format_local(ms: i64) -> String {
 }
 
 /// A new task record for an admitted submission, not yet forwarded.
-pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task_seconds: u64) -> TaskRecord {
+pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: String, max_task_seconds: u64) -> TaskRecord {
     let now = now_ms();
     let model = admitted.model;
     let deadline = match max_task_seconds {
@@ -75,11 +75,11 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: &str, max_task
         // Time-ordered (UUIDv7): new tasks land at the right edge of the store's B-trees, so a group commit
         // dirties a few pages instead of one leaf per task.
         task_id: crate::http::request_id::prefixed("task-", uuid::Uuid::now_v7()),
-        request_id: request_id.to_string(),
+        request_id,
         account: caller.account().to_string(),
         key_prefix: caller.key_prefix().to_string(),
-        model: model.id.to_string(),
-        operation: model.operation.as_str().to_string(),
+        model: model.id.into(),
+        operation: model.operation.as_str().into(),
         media: model.media,
         status: if model.task_mode == TaskMode::Async { TaskStatus::Queued } else { TaskStatus::Running },
         created_at: local_time(now),

@@ -121,12 +121,8 @@ pub fn results(output: &Output<'_>, media: Media) -> Vec<TaskResult> {
     let in_content = contents.map(|item| if item.image.is_some() { &item.image } else { &item.image_url });
     let urls = singles.into_iter().chain(listed).chain(rendered).chain(in_content).flatten();
     let expires_at = super::local_time(super::now_ms() + RESULT_TTL_HOURS * 3_600_000);
-    urls.map(|url| TaskResult {
-        url: url.to_string(),
-        kind: media.as_str().to_string(),
-        expires_at: expires_at.clone(),
-    })
-    .collect()
+    urls.map(|url| TaskResult { url: url.to_string(), kind: media.as_str().into(), expires_at: expires_at.clone() })
+        .collect()
 }
 
 /// The gateway state an observation moves a task to.
@@ -190,7 +186,7 @@ mod tests {
         else {
             panic!("not a success");
         };
-        assert_eq!((results[0].url.as_str(), results[0].kind.as_str()), ("v.mp4", "video"));
+        assert_eq!((results[0].url.as_str(), &*results[0].kind), ("v.mp4", "video"));
         assert_eq!(usage.map(|usage| usage.to_value()), Some(serde_json::json!({"duration": 5})));
         let Observed::Failed(error) =
             read(r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed","message":"no"}}"#)
