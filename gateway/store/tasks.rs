@@ -126,6 +126,7 @@ pub struct TaskRecord {
     pub request_id: String,
     pub account: String,
     pub key_prefix: String,
+    /// The catalog's names, borrowed when a task is made (no copy per request) and owned when read back.
     pub model: Cow<'static, str>,
     pub operation: Cow<'static, str>,
     pub media: crate::catalog::Media,
