@@ -30,6 +30,14 @@ pub struct TaskBilling {
     pub settlement: Option<Settlement>,
 }
 
+impl TaskBilling {
+    /// Whether the task's ledger entries are kept on its settlement (an earmarked task's charge, see
+    /// `ledger::entries_on`, which names and dates them) rather than as ledger rows.
+    pub fn entries_on_settlement(&self) -> bool {
+        self.earmarked
+    }
+}
+
 /// How a task's hold ended.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Settlement {
@@ -136,10 +144,12 @@ pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
         if billing.earmarked && delta == 0 {
             continue;
         }
-        // An earmarked task's entries are kept on its settlement, which names and dates them
-        // (`ledger::entries_on`): its postings only move the funds.
-        let (task_id, note) =
-            if billing.earmarked { (None, String::new()) } else { (Some(task.task_id.clone()), entry_note(task)) };
+        // Entries kept on the settlement are named and dated from it: their postings only move the funds.
+        let (task_id, note) = if billing.entries_on_settlement() {
+            (None, String::new())
+        } else {
+            (Some(task.task_id.clone()), entry_note(task))
+        };
         postings.push(Posting { account: task.account.clone(), kind, pot: *pot, delta, task_id, note });
     }
     let settlement =

@@ -230,8 +230,9 @@ async fn run_sync(
                 data: ImageUrls(&finished.results),
                 usage: usage.json(),
             };
-            // Written into room for all of it (`json` would start at 128 bytes and double twice).
-            let room = 64 + usage.json().get().len() + finished.results.iter().map(|r| r.url.len() + 12).sum::<usize>();
+            // Written into room for all of it (`json` would start at 128 bytes and double twice): the
+            // usage, each URL with its `{"url":""}`, and the rest.
+            let room = 64 + answer.usage.get().len() + finished.results.iter().map(|r| r.url.len() + 12).sum::<usize>();
             let mut body = Vec::with_capacity(room);
             serde_json::to_writer(&mut body, &answer).map_err(|e| ApiError::internal(format!("answer: {e}")))?;
             response

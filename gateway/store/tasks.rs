@@ -351,7 +351,7 @@ impl Store {
 /// writes in the same transaction.
 fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option<Earmark>) -> Result<(), StoreError> {
     let keep = match task.billing.as_ref() {
-        Some(billing) if billing.earmarked => Keep::OnSettlement,
+        Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
         _ => Keep::Rows,
     };
     let Some(postings) = crate::billing::settle(task) else { return Ok(()) };
