@@ -1,7 +1,10 @@
-//! `mediagate admin ...`: a thin client of the admin API, printing its JSON answers.
+//! `mediagate admin ...`: a thin client of the admin API, returning its JSON answers for the CLI to print.
+//! An `https://` gateway is verified under the gateway's own trust rules (`tls::trusted_roots`).
 
-use clap::Subcommand;
+use clap::{Subcommand, ValueEnum};
 use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
@@ -15,73 +18,134 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: KeyCommand,
     },
-    /// The usage log, as JSON lines or CSV.
+    /// The usage log: one line per settled task, oldest first.
     Usage {
+        /// Only this account's lines.
         #[arg(long)]
         account: Option<String>,
+        /// Only this model's lines (its public id).
         #[arg(long)]
         model: Option<String>,
-        /// Epoch milliseconds.
-        #[arg(long)]
+        /// Only tasks that ended at or after this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
         since: Option<i64>,
-        #[arg(long)]
+        /// Only tasks that ended at or before this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
         until: Option<i64>,
-        #[arg(long, default_value = "jsonl")]
-        format: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = UsageFormat::Jsonl)]
+        format: UsageFormat,
     },
     /// Any task, with its account and billing.
-    Task { task_id: String },
+    Task {
+        /// The task's id, as `POST /v1/...` answered it.
+        task_id: String,
+    },
     /// Models: list all with their switch, enable or disable one without a restart.
     Model {
         #[command(subcommand)]
         command: ModelCommand,
     },
-    /// Check that every balance is the sum of its ledger entries.
+    /// Check, on the running gateway, that every pot is the sum of its ledger entries.
     VerifyLedger,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum UsageFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// A header line, then one row per task.
+    Csv,
 }
 
 #[derive(Subcommand)]
 pub enum AccountCommand {
+    /// Create an account (no money, no keys yet).
     Create {
+        /// The account's name (1-128 characters).
         name: String,
     },
+    /// Show an account: its pots, plan, what is earmarked and its keys (by prefix).
     Show {
+        /// The account's name.
         name: String,
     },
-    /// Add AMOUNT micro-units to the balance.
+    /// Add money to the balance.
     TopUp {
+        /// The account's name.
         name: String,
+        /// Micro-units (1 unit = 1,000,000).
         amount: i64,
     },
-    /// Set the plan and its allowance in micro-units.
+    /// Put the account on a plan: its name, and the plan pot set to the allowance.
     Plan {
+        /// The account's name.
         name: String,
+        /// The plan's name, shown by `account show`.
         plan: String,
+        /// Micro-units the account may spend from the plan pot.
         allowance: i64,
     },
-    /// Add AMOUNT micro-units of free trial.
+    /// Add free-trial money (spent first, and the only money free-trial-only models take).
     GrantTrial {
+        /// The account's name.
         name: String,
+        /// Micro-units (1 unit = 1,000,000).
         amount: i64,
     },
 }
 
 #[derive(Subcommand)]
 pub enum KeyCommand {
-    Create { account: String },
-    List { account: String },
-    Revoke { account: String, prefix: String },
+    /// Create an API key for the account and print it; it is shown this once.
+    Create {
+        /// The account's name.
+        account: String,
+    },
+    /// List the account's keys by prefix (never the keys themselves).
+    List {
+        /// The account's name.
+        account: String,
+    },
+    /// Revoke every live key of the account starting with the prefix; they stop working at once.
+    Revoke {
+        /// The account's name.
+        account: String,
+        /// The key's prefix, as `key list` shows it.
+        prefix: String,
+    },
 }
 
 #[derive(Subcommand)]
 pub enum ModelCommand {
+    /// Every model of the spec with its on/off switch.
     List,
-    Enable { model: String },
-    Disable { model: String },
+    /// Serve the model again.
+    Enable {
+        /// The model's public id.
+        model: String,
+    },
+    /// Stop serving the model (403 `model_disabled`); tasks already accepted finish.
+    Disable {
+        /// The model's public id.
+        model: String,
+    },
 }
 
-/// Runs one admin command against `url` with `token`.
-pub fn run(url: &str, token: &str, command: AdminCommand) -> Result<(), String> {
+/// The admin API's answer: its body (pretty-printed when JSON) and whether it was a success.
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// Runs one admin command against `url` with `token`; `ca_file` is trusted besides the system's roots.
+pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand) -> Result<Answer, String> {
     let base = format!("{}/admin/v1", url.trim_end_matches('/'));
     // A body means POST, none means GET.
     let (path, body): (String, Option<Value>) = match command {
@@ -106,6 +170,10 @@ pub fn run(url: &str, token: &str, command: AdminCommand) -> Result<(), String> 
             }
         },
         AdminCommand::Usage { account, model, since, until, format } => {
+            let format = match format {
+                UsageFormat::Jsonl => "jsonl",
+                UsageFormat::Csv => "csv",
+            };
             let mut query = vec![format!("format={format}")];
             query.extend(account.map(|a| format!("account={a}")));
             query.extend(model.map(|m| format!("model={m}")));
@@ -121,7 +189,7 @@ pub fn run(url: &str, token: &str, command: AdminCommand) -> Result<(), String> 
         },
         AdminCommand::VerifyLedger => ("/ledger/verify".into(), None),
     };
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let agent = agent(url, ca_file)?;
     let url = format!("{base}{path}");
     let auth = format!("Bearer {token}");
     let response = match body {
@@ -132,6 +200,24 @@ pub fn run(url: &str, token: &str, command: AdminCommand) -> Result<(), String> 
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
     let pretty = serde_json::from_str::<Value>(&text).ok().and_then(|v| serde_json::to_string_pretty(&v).ok());
-    println!("{}", pretty.unwrap_or(text));
-    if (200..300).contains(&status) { Ok(()) } else { Err(format!("the admin API answered {status}")) }
+    Ok(Answer { status, body: pretty.unwrap_or(text) })
+}
+
+/// An HTTP agent that verifies an `https` gateway against the system's roots (and `ca_file`), and takes
+/// a proxy from the environment as curl does.
+fn agent(url: &str, ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false);
+    if url.starts_with("https://") {
+        let roots = crate::tls::trusted_roots(ca_file)?;
+        let roots = roots.into_iter().map(|c| ureq::tls::Certificate::from_der(&c).to_owned()).collect();
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+            .unversioned_rustls_crypto_provider(crate::tls::provider())
+            .build();
+        config = config.tls_config(tls);
+    } else if ca_file.is_some() {
+        return Err("--ca-file is for an https:// gateway".into());
+    }
+    Ok(config.build().into())
 }

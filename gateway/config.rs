@@ -28,6 +28,16 @@ pub struct Config {
     pub max_task_seconds: u64,
     /// Memory for finished tasks' rendered answers to `GET /v1/tasks/{id}` (bytes); 0 keeps none.
     pub finished_task_cache_bytes: u64,
+    /// Serve HTTPS on `listen` (for deployments with no load balancer in front to end TLS).
+    pub tls: Option<ListenerTls>,
+}
+
+/// The listener's certificate chain and private key, both PEM.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,13 +57,21 @@ impl Default for BillingConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
-    /// e.g. `https://upstream-cn.example` (the gateway appends `/api/v1`).
+    /// e.g. `https://upstream-cn.example` (the gateway appends the API root of spec/upstream.yaml).
     pub base_url: String,
     /// Environment variable with the region's API key; several keys may be given separated by commas.
     pub api_key_env: String,
     /// Seconds before an upstream call is abandoned.
     #[serde(default = "default_upstream_timeout")]
     pub timeout_seconds: u64,
+    /// A PEM file of CA certificates trusted for this upstream, besides the system's roots (which
+    /// `SSL_CERT_FILE` and `SSL_CERT_DIR` set, as for OpenSSL).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// An `http://[user:password@]host:port` proxy that tunnels every call (`CONNECT`); without it,
+    /// `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` apply unless `NO_PROXY` names the upstream's host.
+    #[serde(default)]
+    pub proxy: Option<String>,
 }
 
 fn default_upstream_timeout() -> u64 {
@@ -105,6 +123,7 @@ impl Default for Config {
             billing: BillingConfig::default(),
             max_task_seconds: 0,
             finished_task_cache_bytes: 64 * 1024 * 1024,
+            tls: None,
         }
     }
 }

@@ -1,11 +1,13 @@
-//! `mediagate demo`: the gateway and the upstream simulator in one process, on one port, over an embedded
-//! store under one data dir. Started again on the same dir it resumes: same key, same tasks, and the
-//! simulator's own tasks (persisted beside the gateway's) carry on.
+//! `mediagate demo`: the gateway and the upstream simulator in one process, over an embedded store under
+//! one data dir. The simulator shares the gateway's port (under `/upstream`), or with `--upstream-tls` has
+//! an HTTPS port of its own that the gateway reaches as it would a real upstream. Started again on the
+//! same dir it resumes: same key, same tasks, and the simulator's own tasks (persisted beside the
+//! gateway's) carry on.
 
 use crate::config::Config;
 use crate::server;
 use crate::simulator::{Simulator, SimulatorConfig};
-use crate::upstream::{RegionUpstream, Upstreams};
+use crate::upstream::{ProxyChoice, Reach, RegionUpstream, Upstreams};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ pub struct DemoOptions {
     pub data_dir: PathBuf,
     pub api_key: Option<String>,
     pub time_scale: f64,
+    /// Reach the simulator over HTTPS, on a port of its own, verified against a CA made at start.
+    pub upstream_tls: bool,
 }
 
 /// The account the demo's key belongs to.
@@ -26,9 +30,10 @@ pub const DEMO_ACCOUNT: &str = "demo";
 pub const UPSTREAM_PREFIX: &str = "/upstream";
 
 pub fn run(options: DemoOptions) -> Result<(), String> {
-    let listener = std::net::TcpListener::bind(options.listen).map_err(|e| format!("bind {}: {e}", options.listen))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let listener_of_gateway =
+        std::net::TcpListener::bind(options.listen).map_err(|e| format!("bind {}: {e}", options.listen))?;
+    listener_of_gateway.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let addr = listener_of_gateway.local_addr().map_err(|e| e.to_string())?;
     let mut config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..options.config.clone() };
     // The simulated jobs take seconds, not minutes: poll on the simulator's clock.
     config.poller.min_interval_ms = ((250.0 * options.time_scale) as u64).max(10);
@@ -36,30 +41,59 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
 
     let regions = crate::catalog::REGIONS;
     let upstream_key = |region: &str| format!("demo-upstream-{region}");
+    // With TLS the simulator listens on a loopback port of its own; its CA is written beside its tasks.
+    let tls_listener = match options.upstream_tls {
+        true => Some(std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind the simulator: {e}"))?),
+        false => None,
+    };
+    let public_base = match &tls_listener {
+        Some(listener) => format!("https://{}", listener.local_addr().map_err(|e| e.to_string())?),
+        None => format!("http://{addr}{UPSTREAM_PREFIX}"),
+    };
     let simulator = Arc::new(
         Simulator::open(SimulatorConfig {
             time_scale: options.time_scale,
             keys: regions.iter().map(|r| (r.to_string(), vec![upstream_key(r)])).collect(),
             data_dir: Some(options.data_dir.join("simulator")),
-            public_base: format!("http://{addr}{UPSTREAM_PREFIX}"),
+            public_base,
             query_qps: Some(f64::from(config.poller.queries_per_second)),
         })
         .map_err(|e| format!("simulator: {e}"))?,
     );
+    let ca_file = options.data_dir.join("simulator").join("ca.pem");
+    let simulator_tls = match tls_listener {
+        Some(listener) => Some((listener, crate::simulator::tls::generate(&ca_file)?)),
+        None => None,
+    };
+    let reach = Reach { ca_file: simulator_tls.as_ref().map(|_| ca_file.as_path()), proxy: ProxyChoice::Direct };
     let mut upstreams = Upstreams::default();
     for region in regions {
         let base = simulator.region_base_url(region);
-        upstreams.insert(region, RegionUpstream::new(&base, &[upstream_key(region)], Duration::from_secs(30))?);
+        let upstream = RegionUpstream::new(region, &base, &[upstream_key(region)], Duration::from_secs(30), reach)?;
+        upstreams.insert(region, upstream);
     }
     let state = server::build_state(config, upstreams).map_err(|e| e.to_string())?;
     let key = demo_key(&state.store, &options)?;
     fund_demo_account(&state.store)?;
-    print_banner(addr, &key);
-    let mount = move |cfg: &mut actix_web::web::ServiceConfig| {
-        let simulator = simulator.clone();
-        cfg.service(actix_web::web::scope(UPSTREAM_PREFIX).configure(move |c| simulator.configure(c)));
-    };
-    actix_web::rt::System::new().block_on(server::run(state, listener, mount)).map_err(|e| e.to_string())
+    let url = server::public_url(&state.config, addr);
+    print_banner(&url, &key, simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path())));
+    actix_web::rt::System::new()
+        .block_on(async move {
+            match simulator_tls {
+                Some((listener, tls)) => {
+                    actix_web::rt::spawn(crate::simulator::server(simulator, listener, Some(tls))?);
+                    server::run(state, listener_of_gateway, |_: &mut actix_web::web::ServiceConfig| {}).await
+                }
+                None => {
+                    let mount = move |cfg: &mut actix_web::web::ServiceConfig| {
+                        let simulator = simulator.clone();
+                        cfg.service(actix_web::web::scope(UPSTREAM_PREFIX).configure(move |c| simulator.configure(c)));
+                    };
+                    server::run(state, listener_of_gateway, mount).await
+                }
+            }
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// The key asked for, else the one made on an earlier start, else a new one (kept in the data dir).
@@ -102,20 +136,31 @@ fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn print_banner(addr: SocketAddr, key: &str) {
+/// What the demo prints once it is ready: its address, its key and commands to copy. `upstream_tls` is the
+/// simulator's HTTPS address and the CA that signed it, when it has one.
+fn print_banner(url: &str, key: &str, upstream_tls: Option<(&str, &std::path::Path)>) {
+    let upstream = match upstream_tls {
+        Some((simulator, ca)) => format!(
+            "Simulated upstream over HTTPS on {simulator}, signed by the CA in {}\n\
+             (result links are on it: `curl --cacert {}` downloads them)\n",
+            ca.display(),
+            ca.display()
+        ),
+        None => format!("Simulated upstream on {url}{UPSTREAM_PREFIX}\n"),
+    };
     println!(
-        r#"mediagate demo: gateway and simulated upstream on http://{addr}
-API key (account "{DEMO_ACCOUNT}"): {key}
+        r#"mediagate demo: gateway on {url}
+{upstream}API key (account "{DEMO_ACCOUNT}"): {key}
 
 Submit a text-to-video job:
-  curl -s http://{addr}/v1/videos/generations -H "Authorization: Bearer {key}" \
+  curl -s {url}/v1/videos/generations -H "Authorization: Bearer {key}" \
     -H "Content-Type: application/json" \
     -d '{{"model":"alpha2.6-t2v_t2v","prompt":"a red fox running through snow at dawn","duration":5}}'
 
 Poll it (use the task_id from the answer):
-  curl -s http://{addr}/v1/tasks/TASK_ID -H "Authorization: Bearer {key}"
+  curl -s {url}/v1/tasks/TASK_ID -H "Authorization: Bearer {key}"
 
-List models:  curl -s http://{addr}/v1/models -H "Authorization: Bearer {key}"
-"#
+List models:  curl -s {url}/v1/models -H "Authorization: Bearer {key}"
+Per-request log lines: --access-log or MEDIAGATE_LOG=info."#
     );
 }

@@ -18,5 +18,6 @@ pub mod simulator;
 pub mod state;
 pub mod store;
 pub mod tasks;
+pub mod tls;
 pub mod upstream;
 pub mod validate;

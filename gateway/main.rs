@@ -2,6 +2,8 @@
 
 use clap::{Args, Parser, Subcommand};
 use mediagate::config::Config;
+use std::fmt::Display;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +13,17 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The environment variable the admin token is read from, by the gateway and by `mediagate admin`.
+const ADMIN_TOKEN_ENV: &str = "MEDIAGATE_ADMIN_TOKEN";
+
 #[derive(Parser)]
-#[command(name = "mediagate", version, about = "A spec-driven gateway in front of media-generation models")]
+#[command(
+    name = "mediagate",
+    version,
+    about = "A spec-driven gateway in front of media-generation models",
+    after_help = "Logs are JSON lines on stderr; MEDIAGATE_LOG sets their filter (e.g. `debug`, or \
+                  `info,mediagate::access=off` to drop the per-request lines)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -26,19 +37,22 @@ enum Command {
     Demo(DemoArgs),
     /// Run the upstream simulator alone (upstream-protocol.md), one base URL per region under it.
     Simulate(SimulateArgs),
-    /// Manage API keys directly in a data dir (the gateway may be stopped).
+    /// Manage API keys directly in a data dir (the gateway must be stopped).
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
     },
     /// Back-office jobs through the admin API of a running gateway.
     Admin {
-        /// The gateway's address.
+        /// The gateway's address (`https://` is verified like the gateway verifies its upstreams).
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         url: String,
-        /// The admin token.
-        #[arg(long, env = "MEDIAGATE_ADMIN_TOKEN", hide_env_values = true)]
-        token: String,
+        /// The admin token; by default the gateway's own, from MEDIAGATE_ADMIN_TOKEN.
+        #[arg(long, env = ADMIN_TOKEN_ENV, hide_env_values = true)]
+        token: Option<String>,
+        /// A PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE also works).
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
         #[command(subcommand)]
         command: mediagate::admin_client::AdminCommand,
     },
@@ -49,6 +63,7 @@ enum Command {
     },
     /// Write every operation schema, every model schema and openapi.json for client teams.
     Schemas {
+        /// The directory to write them into (created if missing).
         #[arg(long)]
         out: PathBuf,
     },
@@ -72,8 +87,10 @@ struct DemoArgs {
     /// YAML config for everything but address, data dir and upstreams.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Address of the gateway (and, without --upstream-tls, of the simulator under /upstream).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Directory of the gateway's and the simulator's stores, and of the demo's key.
     #[arg(long, default_value = "./mediagate-demo")]
     data_dir: PathBuf,
     /// The demo account's key; a random one is made (and kept in the data dir) when absent.
@@ -82,15 +99,24 @@ struct DemoArgs {
     /// Multiplies the simulator's job durations (1.0: a few seconds per job; 0 answers at once).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
+    /// Serve the simulator over HTTPS on a port of its own, with a CA made at start, and reach it as a
+    /// real upstream: verified, pooled, kept alive.
+    #[arg(long)]
+    upstream_tls: bool,
+    /// Log every request as a JSON line on stderr (also: MEDIAGATE_LOG=info).
+    #[arg(long)]
+    access_log: bool,
 }
 
 #[derive(Args)]
 struct SimulateArgs {
+    /// Address to listen on; each region's base URL is `<address>/<region>`.
     #[arg(long, default_value = "127.0.0.1:9090")]
     listen: SocketAddr,
     /// Where the simulator keeps its tasks; in memory when absent.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Multiplies every simulated duration (1.0: a few seconds per job; 0 answers at once).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
     /// The API key accepted in every region is `<key-prefix>-<region>`.
@@ -103,6 +129,13 @@ struct SimulateArgs {
     /// Task queries (and lists) per second per key; 0 is unlimited.
     #[arg(long, default_value_t = 20.0)]
     query_qps: f64,
+    /// Serve HTTPS with a certificate made at start, signed by a new CA written to --ca-out.
+    #[arg(long)]
+    tls: bool,
+    /// Where --tls writes its CA certificate (PEM) [default: <data-dir>/simulator-ca.pem, else in the
+    /// system's temporary directory].
+    #[arg(long, requires = "tls")]
+    ca_out: Option<PathBuf>,
 }
 
 /// The simulator's keys of `region`: `<prefix>-<region>`, then `<prefix>-<region>-2`, ...
@@ -114,8 +147,10 @@ fn simulator_keys(prefix: &str, region: &str, count: usize) -> Vec<String> {
 
 #[derive(Subcommand)]
 enum LedgerCommand {
-    /// Every balance must equal the sum of its entries, and no pot may be negative.
+    /// Every pot must equal the sum of its entries, and none may be negative (for a running gateway, use
+    /// `mediagate admin verify-ledger`).
     Verify {
+        /// The stopped gateway's data dir.
         #[arg(long)]
         data_dir: PathBuf,
     },
@@ -125,16 +160,19 @@ enum LedgerCommand {
 enum KeysCommand {
     /// Create a key for an account (created if new) and print it, once, on its own line.
     Create {
+        /// The account's name.
         #[arg(long)]
         account: String,
+        /// The stopped gateway's data dir.
         #[arg(long)]
         data_dir: PathBuf,
     },
 }
 
 fn main() -> ExitCode {
-    init_logging();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    init_logging(&cli.command);
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("mediagate: {message}");
@@ -148,10 +186,19 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Serve(args) => {
             let config = load_config(&args)?;
             let upstreams = mediagate::upstream::Upstreams::from_config(&config)?;
+            for (region, models) in upstreams.unserved() {
+                tracing::warn!(
+                    region,
+                    config_key = format!("upstreams.{region}"),
+                    models = models.join(", "),
+                    "no upstream is configured for this region: its models answer 503 until the config sets one"
+                );
+            }
             let listener = mediagate::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
+            let url = listener.local_addr().map(|addr| mediagate::server::public_url(&config, addr));
             let state = mediagate::server::build_state(config, upstreams).map_err(|e| e.to_string())?;
-            if let Ok(addr) = listener.local_addr() {
-                println!("mediagate listening on http://{addr}");
+            if let Ok(url) = url {
+                print(format!("mediagate listening on {url}"))?;
             }
             actix_web::rt::System::new()
                 .block_on(mediagate::server::run(state, listener, |_: &mut actix_web::web::ServiceConfig| {}))
@@ -166,42 +213,99 @@ fn run(cli: Cli) -> Result<(), String> {
             data_dir: args.data_dir,
             api_key: args.api_key,
             time_scale: args.time_scale,
+            upstream_tls: args.upstream_tls,
         }),
-        Command::Simulate(args) => {
-            let keys = mediagate::catalog::REGIONS
-                .iter()
-                .map(|r| (r.to_string(), simulator_keys(&args.key_prefix, r, args.keys)))
-                .collect();
-            let config = mediagate::simulator::SimulatorConfig {
-                time_scale: args.time_scale,
-                keys,
-                data_dir: args.data_dir,
-                public_base: format!("http://{}", args.listen),
-                query_qps: (args.query_qps > 0.0).then_some(args.query_qps),
-            };
-            println!(
-                "simulator listening on http://{}; keys: {}-<region> (then -2, -3, ...), {} per region",
-                args.listen, args.key_prefix, args.keys
-            );
-            actix_web::rt::System::new()
-                .block_on(mediagate::simulator::serve(args.listen, config))
-                .map_err(|e| e.to_string())
-        }
+        Command::Simulate(args) => simulate(args),
         Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
             let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let key = store.create_key(&account).map_err(|e| e.to_string())?;
-            println!("{key}");
-            Ok(())
+            print(key)
         }
-        Command::Admin { url, token, command } => mediagate::admin_client::run(&url, &token, command),
+        Command::Admin { url, token, ca_file, command } => {
+            let token = token.ok_or_else(|| {
+                format!("no admin token: set {ADMIN_TOKEN_ENV} to the gateway's admin token, or pass --token")
+            })?;
+            let answer = mediagate::admin_client::run(&url, &token, ca_file.as_deref(), command)?;
+            print(&answer.body)?;
+            if answer.is_success() { Ok(()) } else { Err(format!("the admin API answered {}", answer.status)) }
+        }
         Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
             let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let report = store.verify_ledger().map_err(|e| e.to_string())?;
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }
         Command::Schemas { out } => mediagate::catalog::write_schemas(&out).map_err(|e| e.to_string()),
     }
+}
+
+fn simulate(args: SimulateArgs) -> Result<(), String> {
+    let keys = mediagate::catalog::REGIONS
+        .iter()
+        .map(|r| (r.to_string(), simulator_keys(&args.key_prefix, r, args.keys)))
+        .collect();
+    let listener = std::net::TcpListener::bind(args.listen).map_err(|e| format!("bind {}: {e}", args.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let tls = match args.tls {
+        false => None,
+        true => {
+            let ca_out = args.ca_out.clone().unwrap_or_else(|| match &args.data_dir {
+                Some(dir) => dir.join("simulator-ca.pem"),
+                None => std::env::temp_dir().join(format!("mediagate-simulator-{}-ca.pem", addr.port())),
+            });
+            Some((mediagate::simulator::tls::generate(&ca_out)?, ca_out))
+        }
+    };
+    let public_base = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
+    let config = mediagate::simulator::SimulatorConfig {
+        time_scale: args.time_scale,
+        keys,
+        data_dir: args.data_dir,
+        public_base,
+        query_qps: (args.query_qps > 0.0).then_some(args.query_qps),
+    };
+    let simulator = std::sync::Arc::new(mediagate::simulator::Simulator::open(config)?);
+    print(simulator_banner(&simulator, &args.key_prefix, args.keys, tls.as_ref().map(|(_, path)| path)))?;
+    actix_web::rt::System::new()
+        .block_on(
+            async move { mediagate::simulator::server(simulator, listener, tls.map(|(config, _)| config))?.await },
+        )
+        .map_err(|e| e.to_string())
+}
+
+/// Each region's base URL and keys, and a config that wires `mediagate serve` to them.
+fn simulator_banner(
+    simulator: &mediagate::simulator::Simulator,
+    key_prefix: &str,
+    keys: usize,
+    ca_file: Option<&PathBuf>,
+) -> String {
+    let mut text = format!("mediagate simulator listening on {}\n", simulator.public_base());
+    if let Some(path) = ca_file {
+        text.push_str(&format!("CA certificate: {} (trust it with SSL_CERT_FILE or `ca_file`)\n", path.display()));
+    }
+    text.push_str("\nRegions:\n");
+    for region in mediagate::catalog::REGIONS {
+        let keys = simulator_keys(key_prefix, region, keys).join(",");
+        text.push_str(&format!("  {region:<16} {}  keys: {keys}\n", simulator.region_base_url(region)));
+    }
+    text.push_str("\nA gateway config for it (mediagate serve --config FILE), with the keys in the environment:\n");
+    text.push_str("upstreams:\n");
+    for region in mediagate::catalog::REGIONS {
+        let env = format!("SIM_KEY_{}", region.to_uppercase().replace('-', "_"));
+        text.push_str(&format!(
+            "  {region}: {{base_url: {}, api_key_env: {env}}}\n",
+            simulator.region_base_url(region)
+        ));
+    }
+    let exports: Vec<String> = mediagate::catalog::REGIONS
+        .iter()
+        .map(|r| {
+            format!("SIM_KEY_{}={}", r.to_uppercase().replace('-', "_"), simulator_keys(key_prefix, r, keys).join(","))
+        })
+        .collect();
+    text.push_str(&format!("\nexport {}", exports.join(" ")));
+    text
 }
 
 fn load_config(args: &ServeArgs) -> Result<Config, String> {
@@ -218,8 +322,24 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-fn init_logging() {
+/// Prints a line on stdout. A reader that stopped reading (`| head`) ends the process quietly: what it
+/// wanted it has.
+fn print(text: impl Display) -> Result<(), String> {
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(format!("stdout: {e}")),
+    }
+}
+
+/// JSON lines on stderr, filtered by MEDIAGATE_LOG. The demo keeps its terminal for its banner: it logs
+/// warnings only, unless asked for every request.
+fn init_logging(command: &Command) {
+    let default = match command {
+        Command::Demo(args) if !args.access_log => "warn",
+        _ => "info",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("MEDIAGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
 }

@@ -28,12 +28,18 @@ impl KindLabels {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegionLabels {
+    region: &'static str,
+}
+
 struct Metrics {
     registry: Registry,
     requests: Family<RouteLabels, Counter>,
     latency: Family<KindLabels, Histogram>,
     upstream_calls: Family<KindLabels, Counter>,
     upstream_errors: Family<KindLabels, Counter>,
+    upstream_connections: Family<RegionLabels, Counter>,
     tasks_finished: Family<KindLabels, Counter>,
     tasks_in_flight: Gauge,
     poll_lag: Histogram,
@@ -49,6 +55,7 @@ fn metrics() -> &'static Metrics {
         });
         let upstream_calls = Family::<KindLabels, Counter>::default();
         let upstream_errors = Family::<KindLabels, Counter>::default();
+        let upstream_connections = Family::<RegionLabels, Counter>::default();
         let tasks_finished = Family::<KindLabels, Counter>::default();
         let tasks_in_flight = Gauge::default();
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
@@ -56,6 +63,11 @@ fn metrics() -> &'static Metrics {
         registry.register("http_request_duration_seconds", "HTTP request latency by route", latency.clone());
         registry.register("upstream_calls", "Calls to the upstream by kind", upstream_calls.clone());
         registry.register("upstream_errors", "Failed upstream calls by kind", upstream_errors.clone());
+        registry.register(
+            "upstream_connections_opened",
+            "Connections opened to each region's upstream (each a TLS handshake on https)",
+            upstream_connections.clone(),
+        );
         registry.register("tasks_finished", "Tasks that reached a terminal state, by state", tasks_finished.clone());
         registry.register("tasks_in_flight", "Tasks accepted and not yet terminal", tasks_in_flight.clone());
         registry.register("poll_lag_seconds", "How late task checks run against their schedule", poll_lag.clone());
@@ -65,6 +77,7 @@ fn metrics() -> &'static Metrics {
             latency,
             upstream_calls,
             upstream_errors,
+            upstream_connections,
             tasks_finished,
             tasks_in_flight,
             poll_lag,
@@ -84,6 +97,10 @@ pub fn upstream_call(kind: &'static str) {
 
 pub fn upstream_error(kind: &'static str) {
     metrics().upstream_errors.get_or_create(&KindLabels::of(kind)).inc();
+}
+
+pub fn upstream_connection_opened(region: &'static str) {
+    metrics().upstream_connections.get_or_create(&RegionLabels { region }).inc();
 }
 
 pub fn task_accepted() {

@@ -35,12 +35,24 @@ pub async fn run(
     if config.workers > 0 {
         server = server.workers(config.workers);
     }
-    let served = server.listen(listener)?.run().await;
+    let server = match &config.tls {
+        Some(tls) => {
+            let tls = crate::tls::server_config(&tls.cert_file, &tls.key_file).map_err(std::io::Error::other)?;
+            server.listen_rustls_0_23(listener, tls)?
+        }
+        None => server.listen(listener)?,
+    };
+    let served = server.run().await;
     // The process may exit before every handle to the store is dropped: leave a file that opens fast.
     if let Err(e) = state.store.close() {
         tracing::error!(error = %e, "could not close the store");
     }
     served
+}
+
+/// The address clients reach the listener at.
+pub fn public_url(config: &Config, addr: std::net::SocketAddr) -> String {
+    format!("{}://{addr}", if config.tls.is_some() { "https" } else { "http" })
 }
 
 /// Binds the configured address.

@@ -203,6 +203,28 @@ impl Checker<'_> {
     }
 
     fn upstream(&mut self, path: &Path) {
+        let wire = &self.spec.upstream.wire;
+        let root = &wire.api_root;
+        if !root.value.starts_with('/') || root.value.ends_with('/') || root.value.contains(['?', '#', ' ']) {
+            self.errors.push(spanned_at(
+                path,
+                root,
+                "`api_root` must start with `/`, not end with one, and be a plain path".into(),
+            ));
+        }
+        for header in [&wire.async_header, &wire.data_inspection_header] {
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if header.name.value.is_empty() || !header.name.value.chars().all(token) {
+                self.errors.push(spanned_at(
+                    path,
+                    &header.name,
+                    format!("`{}` is not a header name", header.name.value),
+                ));
+            }
+            if !header.value.value.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+                self.errors.push(spanned_at(path, &header.value, "a header value must be printable ASCII".into()));
+            }
+        }
         for (name, route) in &self.spec.upstream.routes {
             for region in &route.regions {
                 if !self.spec.upstream.regions.contains_key(&region.value) {

@@ -53,6 +53,13 @@ pub fn generate(spec: &Spec) -> String {
         quote! { RouteSpec { name: #name, path: #path, mode: #mode, regions: &[#(#regions),*] } }
     });
     let regions = spec.upstream.regions.keys();
+    let wire = &spec.upstream.wire;
+    let api_root = &wire.api_root.value;
+    let header = |h: &crate::spec::WireHeader| {
+        let (name, value) = (&h.name.value, &h.value.value);
+        quote! { WireHeader { name: #name, value: #value } }
+    };
+    let (async_header, inspection_header) = (header(&wire.async_header), header(&wire.data_inspection_header));
     let size_tiers = spec.upstream.sizes.iter().map(|(tier, sizes)| quote! { (#tier, &[#(#sizes),*]) });
     let ratio_sizes = spec
         .upstream
@@ -73,7 +80,7 @@ pub fn generate(spec: &Spec) -> String {
     let tokens = quote! {
         use crate::catalog::{
             Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec, PixelRange, RouteSpec,
-            SyncResponse, TaskMode, TierPrice, TokenPrice, Transform,
+            SyncResponse, TaskMode, TierPrice, TokenPrice, Transform, UpstreamWire, WireHeader,
         };
         use crate::upstream::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
 
@@ -121,6 +128,10 @@ pub fn generate(spec: &Spec) -> String {
         pub static OPERATIONS: &[OperationSpec] = &[#(#operations),*];
         /// Public submit endpoints.
         pub static ENDPOINTS: &[EndpointSpec] = &[#(#endpoints),*];
+        /// How the upstream spells its protocol.
+        pub static WIRE: UpstreamWire = UpstreamWire {
+            api_root: #api_root, async_header: #async_header, data_inspection_header: #inspection_header,
+        };
         /// Upstream routes by name.
         pub static ROUTES: &[RouteSpec] = &[#(#routes),*];
         /// Upstream regions.

@@ -55,16 +55,37 @@ pub enum TaskMode {
     Async,
 }
 
-/// `spec/upstream.yaml`: regions and upstream routes.
+/// `spec/upstream.yaml`: how the upstream spells its protocol, its regions and its routes.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamFile {
+    pub wire: Wire,
     pub regions: BTreeMap<String, Region>,
     pub routes: BTreeMap<String, Route>,
     /// Resolution tier -> the `W*H` sizes of that tier.
     pub sizes: BTreeMap<String, Vec<String>>,
     /// Resolution tier -> ratio -> `W*H`, for models that take `resolution` + `ratio` instead of `size`.
     pub ratio_sizes: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Names that differ from one deployment of the upstream family to the next.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wire {
+    /// Prefix of every upstream path under a region's base URL, e.g. `/api/v1`.
+    pub api_root: Spanned<String>,
+    /// Sent on every call to an asynchronous model (a task is created, not run while the call waits).
+    pub async_header: WireHeader,
+    /// Sent on every call to a model whose spec asks for the upstream's content inspection.
+    pub data_inspection_header: WireHeader,
+}
+
+/// A request header and the value the gateway sends in it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireHeader {
+    pub name: Spanned<String>,
+    pub value: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -138,3 +138,27 @@ fn a_bad_spec_fails_with_file_line_and_a_plain_message() {
         with_model(&MODEL.replace("route: video-synthesis", "route: out-painting").replace("cn-beijing", "us-east-1"));
     assert!(no_route.contains("region `us-east-1` has no upstream route `out-painting`"), "{no_route}");
 }
+
+#[test]
+fn an_upstream_that_spells_its_headers_and_root_differently_is_a_spec_edit() {
+    let tmp = copy_spec();
+    let upstream = fs::read_to_string(tmp.path().join("upstream.yaml")).unwrap();
+    let renamed = upstream
+        .replace("api_root: /api/v1", "api_root: /v2/gen")
+        .replace("{name: X-Upstream-Async, value: enable}", "{name: X-Acme-Mode, value: async}")
+        .replace("{name: X-Upstream-DataInspection, value: enable}", "{name: X-Acme-Inspect, value: \"on\"}");
+    fs::write(tmp.path().join("upstream.yaml"), &renamed).unwrap();
+    let spec = Spec::load(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let artifacts = artifacts(&spec);
+    let code = &artifacts.iter().find(|a| a.path == Path::new("generated.rs")).unwrap().contents;
+    assert!(code.contains("api_root: \"/v2/gen\""), "{code}");
+    assert!(code.contains("name: \"X-Acme-Mode\"") && code.contains("value: \"async\""));
+    assert!(code.contains("name: \"X-Acme-Inspect\"") && code.contains("value: \"on\""));
+
+    fs::write(tmp.path().join("upstream.yaml"), renamed.replace("X-Acme-Mode", "X Acme Mode")).unwrap();
+    let errors = load_errors(tmp.path());
+    assert!(errors.contains("upstream.yaml:") && errors.contains("`X Acme Mode` is not a header name"), "{errors}");
+    fs::write(tmp.path().join("upstream.yaml"), upstream.replace("api_root: /api/v1", "api_root: api/v1/")).unwrap();
+    let errors = load_errors(tmp.path());
+    assert!(errors.contains("`api_root` must start with `/`"), "{errors}");
+}

@@ -94,10 +94,27 @@ pub struct EndpointSpec {
     pub sync_response: SyncResponse,
 }
 
+/// How the upstream spells its protocol (`wire` in spec/upstream.yaml).
+#[derive(Debug)]
+pub struct UpstreamWire {
+    /// Prefix of every upstream path under a region's base URL.
+    pub api_root: &'static str,
+    /// Sent on calls to asynchronous models.
+    pub async_header: WireHeader,
+    /// Sent on calls to models whose spec asks for content inspection.
+    pub data_inspection_header: WireHeader,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WireHeader {
+    pub name: &'static str,
+    pub value: &'static str,
+}
+
 #[derive(Debug)]
 pub struct RouteSpec {
     pub name: &'static str,
-    /// Path under `{base}/api/v1`.
+    /// Path under `{base}{WIRE.api_root}`.
     pub path: &'static str,
     pub mode: TaskMode,
     pub regions: &'static [&'static str],
@@ -157,7 +174,7 @@ pub struct ModelSpec {
     pub enabled: bool,
     pub free_trial_only: bool,
     pub audio: Audio,
-    /// Sends `X-Upstream-DataInspection: enable` (erase).
+    /// Sends the data-inspection header of `WIRE` (erase).
     pub data_inspection: bool,
     pub deadline_seconds: u64,
     pub expected_seconds: u64,

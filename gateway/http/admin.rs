@@ -196,9 +196,11 @@ async fn set_plan(
         );
     }
     account_exists(&state, &account)?;
-    let current = state.store.funds(&account)?.plan;
-    post_to_pot(&state, &account, EntryKind::Plan, Pot::Plan, body.allowance - current, format!("plan {}", body.name))
-        .await
+    let (name, plan, allowance) = (account.to_string(), body.name.clone(), body.allowance);
+    off_worker(&state, move |store| store.set_plan(&name, &plan, allowance))
+        .await?
+        .map_err(|e| ApiError::new(ErrorCode::conflict, format!("The plan was refused: {e}")))?;
+    Ok(HttpResponse::Ok().json(account_view(&state, &account)?))
 }
 
 async fn create_key(

@@ -2,6 +2,7 @@
 //! handler after the peer closes, so the connection's socket is duplicated at accept time and registered
 //! with the worker's reactor; a long call (a synchronous upstream job) waits for the peer's close meanwhile.
 
+use actix_web::rt::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
@@ -11,15 +12,26 @@ use tokio::io::unix::AsyncFd;
 /// time the peer acknowledges a response), only when the peer sends or closes.
 pub struct PeerSocket(AsyncFd<OwnedFd>);
 
+type TlsStream = actix_tls::accept::rustls_0_23::TlsStream<TcpStream>;
+
+/// The TCP socket under a new connection, plain or TLS.
+fn socket_of(conn: &dyn std::any::Any) -> Option<&TcpStream> {
+    conn.downcast_ref::<TcpStream>().or_else(|| conn.downcast_ref::<TlsStream>().map(|tls| tls.get_ref().0))
+}
+
 /// Registers the socket of a new connection (once: waiting on it then costs a request no system call).
 pub fn on_connect(conn: &dyn std::any::Any, extensions: &mut actix_web::dev::Extensions) {
-    if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
-        // Without TCP_NODELAY small responses wait for Nagle's algorithm (tens of ms at low rates).
+    set_nodelay(conn, extensions);
+    // The duplicate shares the original's non-blocking mode, as the reactor requires.
+    if let Some(socket) = socket_of(conn).and_then(|tcp| tcp.as_fd().try_clone_to_owned().and_then(watch_reads).ok()) {
+        extensions.insert(PeerSocket(socket));
+    }
+}
+
+/// Without TCP_NODELAY small responses wait for Nagle's algorithm (tens of ms at low rates).
+pub fn set_nodelay(conn: &dyn std::any::Any, _: &mut actix_web::dev::Extensions) {
+    if let Some(tcp) = socket_of(conn) {
         let _ = tcp.set_nodelay(true);
-        // The duplicate shares the original's non-blocking mode, as the reactor requires.
-        if let Ok(socket) = tcp.as_fd().try_clone_to_owned().and_then(watch_reads) {
-            extensions.insert(PeerSocket(socket));
-        }
     }
 }
 

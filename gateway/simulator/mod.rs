@@ -7,6 +7,7 @@ mod files;
 mod index;
 mod models;
 mod store;
+pub mod tls;
 mod validate;
 
 use actix_web::http::StatusCode;
@@ -124,11 +125,16 @@ impl Simulator {
         })
     }
 
+    /// Where the simulator is reached: every region's base URL is under it.
+    pub fn public_base(&self) -> &str {
+        &self.config.public_base
+    }
+
     pub fn region_base_url(&self, region: &str) -> String {
         format!("{}/{region}", self.config.public_base)
     }
 
-    /// Every `X-Upstream-DataInspection` value received, with the request id it came with.
+    /// Every data-inspection header value received, with the request id it came with.
     pub fn data_inspection_log(&self) -> Vec<(String, String)> {
         self.inspection.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -145,16 +151,18 @@ impl Simulator {
         keys.into_iter().map(|(_, w)| w.stats).collect()
     }
 
-    /// Mounts the routes: `/{region}/api/v1/...` per region and `/files/...`.
+    /// Mounts the routes: `/{region}{api_root}/...` per region (the API root of spec/upstream.yaml) and
+    /// `/files/...`.
     pub fn configure(self: &Arc<Self>, cfg: &mut web::ServiceConfig) {
         let data = web::Data::from(self.clone());
+        let root = format!("/{{region}}{}", crate::catalog::WIRE.api_root);
         cfg.app_data(data)
             .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
-            .route("/{region}/api/v1/services/aigc/{route:.*}", web::post().to(create))
-            .route("/{region}/api/v1/tasks", web::get().to(list))
-            .route("/{region}/api/v1/tasks/", web::get().to(list))
-            .route("/{region}/api/v1/tasks/{id}", web::get().to(query))
-            .route("/{region}/api/v1/tasks/{id}/cancel", web::post().to(cancel))
+            .route(&format!("{root}/services/aigc/{{route:.*}}"), web::post().to(create))
+            .route(&format!("{root}/tasks"), web::get().to(list))
+            .route(&format!("{root}/tasks/"), web::get().to(list))
+            .route(&format!("{root}/tasks/{{id}}"), web::get().to(query))
+            .route(&format!("{root}/tasks/{{id}}/cancel"), web::post().to(cancel))
             .route("/files/{name}", web::get().to(file))
             .route("/_sim/data-inspection", web::get().to(inspections))
             .route("/_sim/query-stats", web::get().to(query_stats));
@@ -253,7 +261,9 @@ async fn create(
     let Some(model) = models::find(code).filter(|m| m.regions.contains(&region.as_str())) else {
         return error(400, "InvalidParameter", "Model not exist.");
     };
-    let asynchronous = req.headers().get("x-upstream-async").and_then(|v| v.to_str().ok()) == Some("enable");
+    let wire = &crate::catalog::WIRE;
+    let asynchronous =
+        req.headers().get(wire.async_header.name).and_then(|v| v.to_str().ok()) == Some(wire.async_header.value);
     if model.route != route {
         return error(400, "InvalidParameter", "The model is not served on this route.");
     }
@@ -264,7 +274,7 @@ async fn create(
         return error(403, "AccessDenied", "current user api does not support synchronous calls");
     }
     let request_id = uuid();
-    if let Some(value) = req.headers().get("x-upstream-datainspection").and_then(|v| v.to_str().ok()) {
+    if let Some(value) = req.headers().get(wire.data_inspection_header.name).and_then(|v| v.to_str().ok()) {
         sim.inspection.lock().unwrap_or_else(|e| e.into_inner()).push((request_id.clone(), value.to_string()));
     }
     if let Err(message) = validate::check(model, input, &parameters) {
@@ -623,7 +633,7 @@ fn listed<'a>(row: &'a index::Row, region: &'a str, now: i64) -> Listed<'a> {
     }
 }
 
-/// Test introspection: every `X-Upstream-DataInspection` value received, oldest first.
+/// Test introspection: every data-inspection header value received, oldest first.
 async fn inspections(sim: web::Data<Simulator>) -> HttpResponse {
     let values: Vec<String> = sim.data_inspection_log().into_iter().map(|(_, v)| v).collect();
     HttpResponse::Ok().json(json!({"values": values}))
@@ -665,19 +675,20 @@ async fn file(path: web::Path<String>, query: web::Query<Signed>) -> HttpRespons
     }
 }
 
-/// Runs the simulator alone on `listen` until the process ends.
-pub async fn serve(listen: std::net::SocketAddr, config: SimulatorConfig) -> std::io::Result<()> {
-    let simulator = Arc::new(Simulator::open(config).map_err(std::io::Error::other)?);
-    actix_web::HttpServer::new(move || {
+/// The simulator alone on `listener`, over TLS when `tls` is given; it runs until the process ends.
+pub fn server(
+    simulator: Arc<Simulator>,
+    listener: std::net::TcpListener,
+    tls: Option<rustls::ServerConfig>,
+) -> std::io::Result<actix_web::dev::Server> {
+    let server = actix_web::HttpServer::new(move || {
         let simulator = simulator.clone();
         actix_web::App::new().configure(move |cfg| simulator.configure(cfg))
     })
-    .on_connect(|conn, _| {
-        if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
-            let _ = tcp.set_nodelay(true);
-        }
-    })
-    .bind(listen)?
-    .run()
-    .await
+    .on_connect(crate::http::peer::set_nodelay);
+    let server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+        None => server.listen(listener)?,
+    };
+    Ok(server.run())
 }

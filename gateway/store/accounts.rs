@@ -1,5 +1,6 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
+use super::ledger::{self, EntryKind, Posting, Pot};
 use super::{ACCOUNTS, KEYS, Store, StoreError, Tx, decode, encode};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -11,6 +12,9 @@ use std::sync::{Arc, RwLock};
 pub struct Account {
     pub name: String,
     pub created_at: String,
+    /// The plan's name, once one is set (`Store::set_plan`).
+    #[serde(default)]
+    pub plan: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,7 +74,7 @@ fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {
     if let Some(account) = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()? {
         return Ok(account);
     }
-    let account = Account { name: name.to_string(), created_at: now() };
+    let account = Account { name: name.to_string(), created_at: now(), plan: None };
     table.insert(name, encode(&account)?.as_slice())?;
     Ok(account)
 }
@@ -84,6 +88,38 @@ impl Store {
     pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
         let name = name.to_string();
         self.write(move |tx| ensure_account_in(tx, &name))
+    }
+
+    /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of what
+    /// tasks in flight have earmarked from it), in one write: the name and the pot's entry together.
+    pub fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan, earmarks) = (account.to_string(), plan.to_string(), self.earmarks.clone());
+        self.write(move |tx| {
+            let mut record = tx
+                .open_table(ACCOUNTS)?
+                .get(account.as_str())?
+                .map(|v| decode::<Account>(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::new(format!("no account `{account}`")))?;
+            let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
+            let delta = allowance
+                .checked_sub(current)
+                .ok_or_else(|| StoreError::new("the plan's allowance is out of range"))?;
+            if delta != 0 {
+                let posting = Posting {
+                    account: account.clone(),
+                    kind: EntryKind::Plan,
+                    pot: Pot::Plan,
+                    delta,
+                    task_id: None,
+                    note: format!("plan {plan}"),
+                };
+                ledger::append(tx, &earmarks, vec![posting], None, ledger::Keep::Rows)?;
+            }
+            record.plan = Some(plan);
+            tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+            Ok(record)
+        })
     }
 
     pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {

@@ -99,9 +99,15 @@ impl Store {
             .truncate(false)
             .open(&path)
             .map_err(|e| StoreError(format!("open {}: {e}", path.display())))?;
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create_with_backend(backend::GatheringBackend::new(redb::backends::FileBackend::new(file)?))?;
+        let backend = backend::GatheringBackend::new(redb::backends::FileBackend::new(file)?);
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError(format!(
+                "{} is in use by a running mediagate: stop it first, or ask it through the admin API \
+                 (e.g. `mediagate admin verify-ledger`)",
+                path.display()
+            )),
+            other => StoreError::from(other),
+        })?;
         let tx = db.begin_write()?;
         for table in tables::ALL {
             table.create(&tx)?;

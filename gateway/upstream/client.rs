@@ -1,6 +1,7 @@
 //! HTTP calls to the upstream: create, query, cancel, list. One region's base URL and keys per call, never
 //! another's.
 
+use super::connect::{ProxyChoice, Transport};
 use super::errors::UpstreamError;
 use crate::catalog::{ModelSpec, TaskMode};
 use crate::config::Config;
@@ -10,12 +11,14 @@ use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// One region's upstream.
 #[derive(Debug)]
 pub struct RegionUpstream {
+    pub region: &'static str,
     pub base_url: String,
     /// `Authorization` of each key, built once (marked sensitive: never shown in a debug print).
     authorizations: Vec<HeaderValue>,
@@ -24,16 +27,32 @@ pub struct RegionUpstream {
     /// The address of each upstream route (`catalog::ROUTES`) under this base URL, parsed once: the calls
     /// that create tasks clone one instead of formatting and parsing it again.
     route_uris: HashMap<&'static str, Uri, foldhash::fast::RandomState>,
+    transport: Transport,
+}
+
+/// How a region's upstream is reached, besides its base URL.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach<'a> {
+    /// A PEM file of CAs trusted for this upstream besides the system's.
+    pub ca_file: Option<&'a Path>,
+    pub proxy: ProxyChoice<'a>,
 }
 
 impl RegionUpstream {
-    pub fn new(base_url: &str, keys: &[String], timeout: Duration) -> Result<RegionUpstream, String> {
+    pub fn new(
+        region: &'static str,
+        base_url: &str,
+        keys: &[String],
+        timeout: Duration,
+        reach: Reach<'_>,
+    ) -> Result<RegionUpstream, String> {
         let authorizations = keys
             .iter()
             .enumerate()
             .map(|(index, key)| {
-                let mut value = HeaderValue::try_from(format!("Bearer {key}"))
-                    .map_err(|_| format!("upstream key {} of {base_url} is not a valid header value", index + 1))?;
+                let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                    format!("upstream key {} of region {region} is not a valid header value", index + 1)
+                })?;
                 value.set_sensitive(true);
                 Ok(value)
             })
@@ -47,12 +66,26 @@ impl RegionUpstream {
                 Ok((route.path, uri))
             })
             .collect::<Result<_, String>>()?;
-        Ok(RegionUpstream { base_url, authorizations, next_key: AtomicUsize::new(0), timeout, route_uris })
+        let transport = Transport::new(region, &base_url, reach.ca_file, reach.proxy)?;
+        Ok(RegionUpstream {
+            region,
+            base_url,
+            authorizations,
+            next_key: AtomicUsize::new(0),
+            timeout,
+            route_uris,
+            transport,
+        })
     }
 
     /// Keys of the region; their query limits add up.
     pub fn key_count(&self) -> usize {
         self.authorizations.len()
+    }
+
+    /// Whether calls go through a proxy's tunnel.
+    pub fn uses_proxy(&self) -> bool {
+        self.transport.uses_proxy()
     }
 
     /// Round-robin over the region's keys.
@@ -81,9 +114,12 @@ impl Upstreams {
         let mut regions = BTreeMap::new();
         let mut seen_urls: BTreeMap<&str, &str> = BTreeMap::new();
         for (region, upstream) in &config.upstreams {
-            if !crate::catalog::REGIONS.contains(&region.as_str()) {
-                return Err(format!("config: unknown upstream region `{region}`"));
-            }
+            let Some(region) = crate::catalog::REGIONS.iter().copied().find(|r| r == region) else {
+                return Err(format!(
+                    "config: unknown upstream region `{region}`; the regions are {}",
+                    crate::catalog::REGIONS.join(", ")
+                ));
+            };
             // Keys are region-bound: one base URL serving two regions would send one region's key to the other.
             if let Some(other) = seen_urls.insert(upstream.base_url.as_str(), region) {
                 return Err(format!(
@@ -105,9 +141,13 @@ impl Upstreams {
                 ));
             }
             let timeout = Duration::from_secs(upstream.timeout_seconds);
-            let upstream = RegionUpstream::new(&upstream.base_url, &keys, timeout)
+            let reach = Reach {
+                ca_file: upstream.ca_file.as_deref(),
+                proxy: upstream.proxy.as_deref().map_or(ProxyChoice::FromEnvironment, ProxyChoice::Configured),
+            };
+            let upstream = RegionUpstream::new(region, &upstream.base_url, &keys, timeout, reach)
                 .map_err(|e| format!("config: upstream `{region}`: {e}"))?;
-            regions.insert(region.clone(), upstream);
+            regions.insert(region.to_string(), upstream);
         }
         for (model, region) in &config.model_regions {
             let Some(spec) = ModelSpec::find(model) else {
@@ -124,6 +164,17 @@ impl Upstreams {
         Ok(Upstreams { regions })
     }
 
+    /// Each region without an upstream, with the models of the spec it leaves unserved.
+    pub fn unserved(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        crate::catalog::REGIONS
+            .iter()
+            .filter(|region| !self.regions.contains_key(**region))
+            .map(|region| {
+                (*region, crate::catalog::MODELS.iter().filter(|m| m.region == *region).map(|m| m.id).collect())
+            })
+            .collect()
+    }
+
     pub fn insert(&mut self, region: &str, upstream: RegionUpstream) {
         self.regions.insert(region.to_string(), upstream);
     }
@@ -137,54 +188,44 @@ impl Upstreams {
     }
 }
 
-thread_local! {
-    // awc's client is not Send: one per worker thread, each with its own connection pool.
-    static CLIENT: awc::Client = awc::Client::builder()
-        .disable_redirects()
-        .timeout(Duration::from_secs(120))
-        .finish();
-}
-
-fn client() -> awc::Client {
-    CLIENT.with(Clone::clone)
-}
-
 /// Submits a job (async) or runs it (sync). Returns the upstream's answer.
 pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
     let mut request = call(upstream, awc::http::Method::POST, model.route.path);
+    let wire = &crate::catalog::WIRE;
     if model.task_mode == TaskMode::Async {
-        request = request.insert_header(("X-Upstream-Async", "enable"));
+        request = request.insert_header((wire.async_header.name, wire.async_header.value));
     }
     if model.data_inspection {
-        request = request.insert_header(("X-Upstream-DataInspection", "enable"));
+        request = request.insert_header((wire.data_inspection_header.name, wire.data_inspection_header.value));
     }
-    answer(request.content_type("application/json").send_body(envelope.clone()).await).await
+    answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await
 }
 
-/// A call to `path` under the region's `/api/v1`, with the next key in turn and the timeout.
+/// A call to `path` under the region's API root, with the next key in turn and the timeout.
 fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc::ClientRequest {
     call_with_key(upstream, upstream.key(), method, path)
 }
 
 fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+    let client = upstream.transport.client();
     match upstream.route_uris.get(path) {
-        Some(uri) => client().request(method, uri.clone()),
-        None => client().request(method, address(&upstream.base_url, path)),
+        Some(uri) => client.request(method, uri.clone()),
+        None => client.request(method, address(&upstream.base_url, path)),
     }
     .timeout(upstream.timeout)
     .insert_header((AUTHORIZATION, upstream.authorization(key)))
 }
 
-/// The address of `path` under the upstream's `/api/v1`.
+/// The address of `path` under the upstream's API root.
 fn address(base_url: &str, path: &str) -> String {
-    format!("{base_url}/api/v1{path}")
+    format!("{base_url}{}{path}", crate::catalog::WIRE.api_root)
 }
 
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
 pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
-    answer(call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
+    answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
 }
 
 /// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
@@ -248,7 +289,8 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
         request.page_no.max(1),
         request.page_size.max(1)
     );
-    let (status, body) = raw_answer(call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await?;
+    let sent = call_with_key(upstream, key, awc::http::Method::GET, &path).send().await;
+    let (status, body) = raw_answer(upstream, sent).await?;
     if !(200..300).contains(&status) {
         return Err(error_of(status, &body));
     }
@@ -312,7 +354,8 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
 
 /// Cancels a PENDING task.
 pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
-    answer(call(upstream, awc::http::Method::POST, &format!("/tasks/{upstream_task_id}/cancel")).send().await).await
+    let path = format!("/tasks/{upstream_task_id}/cancel");
+    answer(upstream, call(upstream, awc::http::Method::POST, &path).send().await).await
 }
 
 /// An upstream's answer that is not an error, as it came: read into the typed view a caller needs (a
@@ -337,11 +380,14 @@ struct Verdict<'a> {
     output: Option<serde::de::IgnoredAny>,
 }
 
-async fn answer<S>(sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>) -> Result<Answer, UpstreamError>
+async fn answer<S>(
+    upstream: &RegionUpstream,
+    sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
+) -> Result<Answer, UpstreamError>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
-    let (status, body) = raw_answer(sent).await?;
+    let (status, body) = raw_answer(upstream, sent).await?;
     checked(status, body)
 }
 
@@ -364,18 +410,34 @@ fn checked(status: u16, body: bytes::Bytes) -> Result<Answer, UpstreamError> {
 
 /// The status and body of an answer.
 async fn raw_answer<S>(
+    upstream: &RegionUpstream,
     sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
 ) -> Result<(u16, bytes::Bytes), UpstreamError>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
 {
-    let mut response = sent.map_err(|e| match e {
-        awc::error::SendRequestError::Timeout => UpstreamError::Timeout,
-        other => UpstreamError::Transport(other.to_string()),
-    })?;
+    let mut response = sent.map_err(|e| unsent(upstream, e))?;
     let status = response.status().as_u16();
     let body = response.body().limit(16 * 1024 * 1024).await.map_err(|e| UpstreamError::Transport(e.to_string()))?;
     Ok((status, body))
+}
+
+/// Why a call got no answer. A refused TLS handshake is logged here, once per call, with the region and
+/// the reason (never the host), because only the operator can mend it.
+fn unsent(upstream: &RegionUpstream, error: awc::error::SendRequestError) -> UpstreamError {
+    use awc::error::{ConnectError, SendRequestError};
+    let refusal = match &error {
+        SendRequestError::Timeout => return UpstreamError::Timeout,
+        SendRequestError::Connect(ConnectError::Io(io)) => crate::tls::handshake_failure(io),
+        _ => None,
+    };
+    match refusal {
+        Some(reason) => {
+            tracing::error!(region = upstream.region, reason, "upstream TLS handshake failed");
+            UpstreamError::Tls(reason)
+        }
+        None => UpstreamError::Transport(error.to_string()),
+    }
 }
 
 /// The upstream's error answer (its body need not be JSON).
@@ -401,10 +463,13 @@ mod tests {
     #[test]
     fn a_base_url_is_checked_once_at_start_and_each_route_addressed_under_it() {
         let keys = ["k".to_string()];
-        let upstream = RegionUpstream::new("http://up.example/cn/", &keys, Duration::from_secs(1)).unwrap();
+        let reach = Reach { ca_file: None, proxy: ProxyChoice::Direct };
+        let new = |base| RegionUpstream::new("cn-beijing", base, &keys, Duration::from_secs(1), reach);
+        let upstream = new("http://up.example/cn/").unwrap();
         let route = &crate::catalog::ROUTES[0];
-        assert_eq!(upstream.route_uris[route.path].to_string(), format!("http://up.example/cn/api/v1{}", route.path));
-        assert!(RegionUpstream::new("http://bad host", &keys, Duration::from_secs(1)).is_err());
+        let root = crate::catalog::WIRE.api_root;
+        assert_eq!(upstream.route_uris[route.path].to_string(), format!("http://up.example/cn{root}{}", route.path));
+        assert!(new("http://bad host").is_err());
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub enum UpstreamError {
     /// Could not connect or the connection broke before an answer.
     #[error("upstream unreachable: {0}")]
     Transport(String),
+    /// The TLS handshake failed (an unknown issuer, an expired certificate, a name mismatch, ...): the
+    /// reason, which names no host.
+    #[error("upstream TLS handshake failed: {0}")]
+    Tls(String),
     /// An answer that is not the protocol's shape.
     #[error("upstream answered something unreadable: {0}")]
     Malformed(String),
@@ -33,7 +37,8 @@ impl UpstreamError {
                 matches!(status, 429 | 500 | 502 | 503 | 504) && !is_quota(code)
             }
             UpstreamError::Timeout | UpstreamError::Transport(_) => true,
-            UpstreamError::Malformed(_) | UpstreamError::NotConfigured(_) => false,
+            // Retrying at once cannot mend a certificate.
+            UpstreamError::Tls(_) | UpstreamError::Malformed(_) | UpstreamError::NotConfigured(_) => false,
         }
     }
 
@@ -43,6 +48,7 @@ impl UpstreamError {
             UpstreamError::Answered { code, .. } => code.clone(),
             UpstreamError::Timeout => "UpstreamTimeout".into(),
             UpstreamError::Transport(_) => "UpstreamUnreachable".into(),
+            UpstreamError::Tls(_) => "UpstreamTlsFailed".into(),
             UpstreamError::Malformed(_) => "UpstreamMalformed".into(),
             UpstreamError::NotConfigured(_) => "UpstreamNotConfigured".into(),
         }
@@ -64,13 +70,22 @@ impl From<UpstreamError> for ApiError {
                 ApiError::new(ErrorCode::upstream_unavailable, "The upstream is unreachable; retry later.")
                     .with_retry_after(5)
             }
+            UpstreamError::Tls(_) => ApiError::new(
+                ErrorCode::upstream_unavailable,
+                "The upstream could not be reached securely (its certificate was refused); retry later.",
+            )
+            .with_retry_after(60),
             UpstreamError::Malformed(_) => {
                 ApiError::new(ErrorCode::upstream_error, "The upstream answered something unreadable.")
             }
-            UpstreamError::NotConfigured(_) => {
-                ApiError::new(ErrorCode::upstream_unavailable, "No upstream is configured for this model's region.")
-                    .with_retry_after(60)
-            }
+            UpstreamError::NotConfigured(region) => ApiError::new(
+                ErrorCode::upstream_unavailable,
+                format!(
+                    "No upstream is configured for region `{region}`, which serves this model; the operator sets \
+                     `upstreams.{region}` (base_url, api_key_env) in the gateway's config."
+                ),
+            )
+            .with_retry_after(60),
         }
     }
 }

@@ -3,6 +3,7 @@
 use crate::catalog::{
     Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec,
     PixelRange, RouteSpec, SyncResponse, TaskMode, TierPrice, TokenPrice, Transform,
+    UpstreamWire, WireHeader,
 };
 use crate::upstream::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
 /// Every operation of the spec.
@@ -3993,6 +3994,18 @@ pub static ENDPOINTS: &[EndpointSpec] = &[
         sync_response: SyncResponse::Upstream,
     },
 ];
+/// How the upstream spells its protocol.
+pub static WIRE: UpstreamWire = UpstreamWire {
+    api_root: "/api/v1",
+    async_header: WireHeader {
+        name: "X-Upstream-Async",
+        value: "enable",
+    },
+    data_inspection_header: WireHeader {
+        name: "X-Upstream-DataInspection",
+        value: "enable",
+    },
+};
 /// Upstream routes by name.
 pub static ROUTES: &[RouteSpec] = &[
     RouteSpec {
