@@ -1,8 +1,9 @@
 //! Submits one video job to a running `mediagate demo`, shows its progress, polls it to completion and
 //! downloads the result.
 //!
-//! `cargo run --example submit_and_poll -- [BASE_URL] [API_KEY]` (defaults: http://127.0.0.1:8080 and the
-//! key the demo saved in ./mediagate-demo/demo-api-key).
+//! `cargo run --example submit_and_poll -- [BASE_URL] [API_KEY] [DOWNLOAD_DIR]` (defaults:
+//! http://127.0.0.1:8080, the key the demo saved in ./mediagate-demo/demo-api-key, and
+//! ./mediagate-demo/downloads).
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(key) => key,
         None => std::fs::read_to_string("mediagate-demo/demo-api-key")?.trim().to_string(),
     };
+    let downloads = std::path::PathBuf::from(args.next().unwrap_or_else(|| "mediagate-demo/downloads".into()));
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
     let auth = format!("Bearer {key}");
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a red fox running through snow at dawn", "duration": 5});
@@ -53,8 +55,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("settlement: {}", task["settlement"]);
     let url = task["results"][0]["url"].as_str().ok_or("no result url")?;
     let bytes = agent.get(url).call()?.body_mut().read_to_vec()?;
-    let file = format!("{task_id}.mp4");
+    std::fs::create_dir_all(&downloads)?;
+    let file = downloads.join(format!("{task_id}.mp4"));
     std::fs::write(&file, &bytes)?;
-    println!("downloaded {} bytes to {file} (the link expires {})", bytes.len(), task["results"][0]["expires_at"]);
+    println!(
+        "downloaded {} bytes to {} (the link expires {})",
+        bytes.len(),
+        file.display(),
+        task["results"][0]["expires_at"]
+    );
     Ok(())
 }

@@ -339,7 +339,40 @@ fn init_logging(command: &Command) {
         Command::Demo(args) if !args.access_log => "warn",
         _ => "info",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MEDIAGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let asked = std::env::var("MEDIAGATE_LOG").ok().filter(|v| !v.trim().is_empty());
+    let filter = asked
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand, flag and argument a newcomer can reach in `--help`, without a line of help.
+    fn unexplained(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+            if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {}", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() {
+                out.push(path.clone());
+            }
+            unexplained(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn every_subcommand_and_flag_has_a_help_line() {
+        Cli::command().debug_assert();
+        let mut missing = Vec::new();
+        unexplained(&Cli::command(), "mediagate", &mut missing);
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+    }
 }

@@ -70,7 +70,7 @@ pub async fn edge_middleware(
     let route = route_label(response.request(), status);
     let seconds = started.elapsed().as_secs_f64();
     crate::metrics::request(&route, status, seconds);
-    tracing::info!(request_id = %id, %method, route = &*route, status, ms = seconds * 1000.0, "request");
+    tracing::info!(target: "mediagate::access", request_id = %id, %method, route = &*route, status, ms = seconds * 1000.0, "request");
     // From the id's own bytes (made to size, so no copy); `from_str` would copy them.
     if let Ok(value) = actix_web::http::header::HeaderValue::try_from(id) {
         response.headers_mut().insert(request_id::HEADER, value);

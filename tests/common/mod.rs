@@ -1,22 +1,110 @@
-//! Test harness: starts the real `mediagate demo` binary (gateway plus simulator, real store on disk) on a
-//! loopback port and talks HTTP to it.
+//! Test harness: starts the real `mediagate` binary (`demo`: gateway plus simulator, or `serve` beside a
+//! `simulate` process; a real store on disk) on a loopback port and talks HTTP to it.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const KEY: &str = "test-key-0123456789";
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
-/// A running demo process; killed when dropped.
+/// A running `mediagate` process; killed when dropped.
+pub struct Process {
+    pub child: Child,
+    /// What it printed on stdout, line by line, as it went.
+    pub stdout: Arc<Mutex<Vec<String>>>,
+    /// What it printed on stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Process {
+    /// Runs `mediagate ARGS` with `env` added, and waits for its first line on stdout (every long-running
+    /// command prints its address first).
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mediagate"));
+        command.args(args).envs(env.iter().copied());
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let (stdout, stderr) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(String::new())));
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let collected = stdout.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                collected.lock().unwrap().push(line);
+                let _ = first_tx.send(());
+            }
+        });
+        let mut err = child.stderr.take().unwrap();
+        let collected = stderr.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = err.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                collected.lock().unwrap().push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        let mut process = Process { child, stdout, stderr };
+        if first_rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            process.kill();
+            panic!("mediagate {args:?} printed nothing; stderr: {}", process.stderr());
+        }
+        process
+    }
+
+    /// The first stdout word starting with `http`: the address it serves.
+    pub fn address(&self) -> String {
+        let lines = self.stdout.lock().unwrap();
+        lines[0].split_whitespace().find(|w| w.starts_with("http")).unwrap().to_string()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// SIGKILL: no shutdown hook runs.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running gateway (`demo` or `serve`) and the address to reach it.
 pub struct Demo {
     pub base: String,
     pub data_dir: PathBuf,
-    child: Child,
+    pub process: Process,
+    /// The HTTP client of every call; [`Demo::trust`] makes it verify a TLS listener.
+    agent: ureq::Agent,
     _tmp: Option<tempfile::TempDir>,
+}
+
+/// A client that reports every status as an answer; over https it trusts only `ca`.
+pub fn agent(ca: Option<&Path>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false);
+    if let Some(ca) = ca {
+        let roots = mediagate::tls::read_certificates(ca).unwrap();
+        let roots = roots.iter().map(|c| ureq::tls::Certificate::from_der(c).to_owned()).collect();
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .provider(ureq::tls::TlsProvider::Rustls)
+                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+                .unversioned_rustls_crypto_provider(mediagate::tls::provider())
+                .build(),
+        );
+    }
+    config.build().into()
 }
 
 impl Demo {
@@ -35,49 +123,78 @@ impl Demo {
 
     /// Starts with extra config YAML and environment.
     pub fn start_with(data_dir: &Path, listen: &str, time_scale: f64, config: &str, env: &[(&str, &str)]) -> Demo {
+        Demo::start_flags(data_dir, listen, time_scale, config, env, &[])
+    }
+
+    /// Starts with extra config YAML, environment and flags of `mediagate demo`.
+    pub fn start_flags(
+        data_dir: &Path,
+        listen: &str,
+        time_scale: f64,
+        config: &str,
+        env: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Demo {
         std::fs::create_dir_all(data_dir).unwrap();
         let config_path = data_dir.join("test-config.yaml");
         std::fs::write(&config_path, if config.is_empty() { "{}" } else { config }).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_mediagate"));
-        command
-            .args(["demo", "--listen", listen, "--api-key", KEY, "--time-scale", &time_scale.to_string()])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .arg("--config")
-            .arg(&config_path)
-            .env("MEDIAGATE_LOG", "warn")
-            .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN);
-        for (k, v) in env {
-            command.env(k, v);
+        let time_scale_arg = time_scale.to_string();
+        let (data, config_arg) = (data_dir.display().to_string(), config_path.display().to_string());
+        let args = ["demo", "--listen", listen, "--api-key", KEY, "--time-scale", &time_scale_arg];
+        let args: Vec<&str> = args
+            .into_iter()
+            .chain(["--data-dir", &data, "--config", &config_arg])
+            .chain(flags.iter().copied())
+            .collect();
+        let mut all_env = vec![("MEDIAGATE_LOG", "warn"), ("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)];
+        all_env.extend_from_slice(env);
+        Demo::ready(Process::spawn(&args, &all_env), data_dir)
+    }
+
+    /// `mediagate serve` on `data_dir` with `config` (YAML; `listen` and `data_dir` are set here) and `env`.
+    pub fn serve(data_dir: &Path, config: &str, env: &[(&str, &str)]) -> Demo {
+        std::fs::create_dir_all(data_dir).unwrap();
+        let config_path = data_dir.join("serve-config.yaml");
+        std::fs::write(&config_path, format!("listen: 127.0.0.1:0\ndata_dir: {}\n{config}", data_dir.display()))
+            .unwrap();
+        let mut all_env = vec![("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)];
+        all_env.extend_from_slice(env);
+        let config_arg = config_path.display().to_string();
+        Demo::ready(Process::spawn(&["serve", "--config", &config_arg], &all_env), data_dir)
+    }
+
+    /// Waits for the process's `/readyz` (over plain HTTP: a TLS listener is waited for by its caller).
+    fn ready(process: Process, data_dir: &Path) -> Demo {
+        let base = process.address();
+        let demo = Demo { base, data_dir: data_dir.to_path_buf(), process, agent: agent(None), _tmp: None };
+        if demo.base.starts_with("http://") {
+            demo.wait_ready();
         }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().unwrap().unwrap();
-        let base = first.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_string();
-        std::thread::spawn(move || for _ in lines {});
-        let demo = Demo { base, data_dir: data_dir.to_path_buf(), child, _tmp: None };
-        demo.wait_ready();
         demo
+    }
+
+    /// Verifies a TLS listener against `ca` from now on, and waits for it to be ready.
+    pub fn trust(&mut self, ca: &Path) {
+        self.agent = agent(Some(ca));
+        self.wait_ready();
     }
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(r) = ureq::get(&format!("{}/readyz", self.base)).call()
+            if let Ok(r) = self.agent.get(&format!("{}/readyz", self.base)).call()
                 && r.status() == 200
             {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("demo did not become ready");
+        panic!("the gateway did not become ready; stderr: {}", self.process.stderr());
     }
 
     /// SIGKILL: no shutdown hook runs.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill();
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -151,7 +268,7 @@ impl Demo {
         content_type: &str,
         headers: &[(&str, &str)],
     ) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let agent = &self.agent;
         let url = self.url(path);
         let response = match (method, body) {
             ("GET", _) => {
@@ -197,12 +314,6 @@ impl Demo {
             assert!(Instant::now() < deadline, "task {task_id} still {status}");
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

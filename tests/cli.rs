@@ -1,0 +1,110 @@
+//! A newcomer's first hour with the `mediagate` command: what it says when something is missing, and that
+//! it stays quiet and readable where it should.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{ADMIN_TOKEN, Demo, KEY};
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn mediagate(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mediagate"));
+    command.args(args).env_remove("MEDIAGATE_ADMIN_TOKEN");
+    command
+}
+
+#[test]
+fn a_missing_admin_token_names_the_variable_that_holds_it() {
+    let output = mediagate(&["admin", "model", "list"]).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("MEDIAGATE_ADMIN_TOKEN"), "{stderr}");
+}
+
+#[test]
+fn admin_output_cut_short_by_its_reader_ends_quietly() {
+    let demo = Demo::start();
+    let mut child = mediagate(&["admin", "--url", &demo.base, "model", "list"])
+        .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the answer is printed, as `| head` does once it has its lines.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", output.status);
+}
+
+#[test]
+fn a_store_held_by_a_running_gateway_says_so_and_shows_the_way_round() {
+    let demo = Demo::start();
+    let data_dir = demo.data_dir.join("gateway").display().to_string();
+    let output = mediagate(&["ledger", "verify", "--data-dir", &data_dir]).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("in use by a running mediagate") && stderr.contains("admin verify-ledger"), "{stderr}");
+}
+
+#[test]
+fn account_show_names_the_plan() {
+    let demo = Demo::start();
+    demo.account("acme", 0, 0, 5_000_000);
+    let body = json!({"name": "pro", "allowance": 7_000_000});
+    assert_eq!(demo.admin("/accounts/acme/plan", Some(&body)).status, 200);
+    let output = mediagate(&["admin", "--url", &demo.base, "account", "show", "acme"])
+        .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["account"]["plan"], "pro");
+    assert_eq!(shown["funds"]["plan"], 7_000_000);
+}
+
+#[test]
+fn a_region_without_an_upstream_is_named_at_start_and_in_its_refusals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gateway = Demo::serve(tmp.path(), "", &[]);
+    let log = gateway.process.stderr();
+    for expected in
+        ["no upstream is configured", "\"region\":\"us-east-1\"", "alpha2.6-t2v-us_t2v", "upstreams.us-east-1"]
+    {
+        assert!(log.contains(expected), "{expected} missing from {log}");
+    }
+    let key = gateway.account("acme", 100_000_000, 0, 0);
+    let body = json!({"model": "alpha2.6-t2v-us_t2v", "prompt": "a fox", "duration": 5});
+    let refused = gateway.post_as(&key, "/v1/videos/generations", &body);
+    assert_eq!((refused.status, refused.code()), (503, "upstream_unavailable"));
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`us-east-1`") && message.contains("`upstreams.us-east-1`"), "{message}");
+}
+
+/// Waits until `process` has printed `needle` on stderr (or gives up after a few seconds).
+fn stderr_shows(process: &common::Process, needle: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if process.stderr().contains(needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn the_demo_keeps_its_banner_in_view_unless_asked_for_every_request() {
+    let quiet_dir = tempfile::tempdir().unwrap();
+    let quiet = Demo::start_with(quiet_dir.path(), "127.0.0.1:0", 0.05, "", &[("MEDIAGATE_LOG", "")]);
+    let loud_dir = tempfile::tempdir().unwrap();
+    let loud = Demo::start_flags(loud_dir.path(), "127.0.0.1:0", 0.05, "", &[("MEDIAGATE_LOG", "")], &["--access-log"]);
+    for demo in [&quiet, &loud] {
+        assert_eq!(demo.get("/v1/models").status, 200);
+    }
+    assert!(stderr_shows(&loud.process, "\"target\":\"mediagate::access\""), "{}", loud.process.stderr());
+    assert!(!quiet.process.stderr().contains("mediagate::access"), "{}", quiet.process.stderr());
+    let banner = quiet.process.stdout.lock().unwrap().join("\n");
+    assert!(banner.contains(KEY) && banner.contains("curl"), "{banner}");
+}
