@@ -1,11 +1,21 @@
 //! The floor of the sync lane: an actix-web + awc forwarder of the same request with nothing else (no auth,
-//! no validation, no billing, no store). `bare-forwarder LISTEN UPSTREAM_URL UPSTREAM_KEY`.
+//! no validation, no billing, no store). `bare-forwarder LISTEN UPSTREAM_URL UPSTREAM_KEY`; an `https`
+//! upstream is verified as the gateway verifies its own (system roots, `SSL_CERT_FILE`).
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use std::time::Duration;
 
+/// The TLS configuration for an `https` upstream, set once before the workers start.
+static TLS: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+
 thread_local! {
-    static CLIENT: awc::Client = awc::Client::builder().timeout(Duration::from_secs(30)).finish();
+    static CLIENT: awc::Client = {
+        let mut connector = awc::Connector::new();
+        if let Some(tls) = TLS.get() {
+            connector = connector.rustls_0_23(tls.clone());
+        }
+        awc::Client::builder().connector(connector).timeout(Duration::from_secs(30)).finish()
+    };
 }
 
 struct Target {
@@ -37,6 +47,10 @@ fn main() -> std::io::Result<()> {
         eprintln!("usage: bare-forwarder LISTEN UPSTREAM_URL UPSTREAM_KEY");
         std::process::exit(2);
     };
+    if url.starts_with("https://") {
+        let tls = mediagate::tls::client_config(None).unwrap_or_else(|e| panic!("TLS: {e}"));
+        let _ = TLS.set(tls);
+    }
     let target = web::Data::new(Target { url: url.clone(), auth: format!("Bearer {key}") });
     actix_web::rt::System::new().block_on(
         HttpServer::new(move || App::new().app_data(target.clone()).route("/forward", web::post().to(forward)))

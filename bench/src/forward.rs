@@ -1,5 +1,6 @@
 //! The forwarding scenarios: the synchronous lanes side by side (simulator direct, bare forwarder floor,
-//! mediagate), then durable async submissions and task reads on the same gateway.
+//! mediagate; then the floor and mediagate again over HTTPS to a TLS simulator), then durable async
+//! submissions and task reads on the plain gateway.
 
 use crate::harness::{
     ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, context_switches, cpu_micros, create_key, free_port, gateway_config, http,
@@ -127,35 +128,63 @@ pub fn run() -> String {
 
     let _sim =
         start(1, &mediagate, &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"], &[]);
-    let data = tmp.path().join("gateway");
-    let key = create_key(&mediagate, "bench", &data);
-    let config = tmp.path().join("config.yaml");
-    std::fs::write(&config, gateway_config(&gw_addr, &data, &sim_addr, "")).unwrap_or_else(|e| panic!("{e}"));
-    let config_arg = config.display().to_string();
-    let gateway = start(
-        0,
-        &mediagate,
-        &["serve", "--config", &config_arg],
-        &[(UPSTREAM_KEY_ENV, "bench-cn-beijing"), (ADMIN_ENV, "bench-admin")],
+    // The TLS lanes' simulator: its own port and CA; both TLS servers trust the CA through SSL_CERT_FILE.
+    let (tls_sim_addr, tls_gw_addr, tls_bare_addr) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
     );
-    let upstream_url = format!("http://{sim_addr}/cn-beijing/api/v1/services/aigc/multimodal-generation/generation");
-    let bare = start(0, &forwarder, &[&bare_addr, &upstream_url, "bench-cn-beijing"], &[]);
-    for addr in [&sim_addr, &gw_addr, &bare_addr] {
+    let ca = tmp.path().join("simulator-ca.pem");
+    let ca_arg = ca.display().to_string();
+    let tls_sim_args = [
+        "simulate",
+        "--listen",
+        &tls_sim_addr,
+        "--time-scale",
+        "0",
+        "--key-prefix",
+        "bench",
+        "--tls",
+        "--ca-out",
+        &ca_arg,
+    ];
+    let _tls_sim = start(1, &mediagate, &tls_sim_args, &[]);
+    wait_listening(&tls_sim_addr);
+    wait_for_file(&ca);
+
+    let gateway_env = [(UPSTREAM_KEY_ENV, "bench-cn-beijing"), (ADMIN_ENV, "bench-admin")];
+    let mut gateways = Vec::new();
+    let mut keys = Vec::new();
+    for (name, addr, sim_base) in [
+        ("gateway", &gw_addr, format!("http://{sim_addr}")),
+        ("tls-gateway", &tls_gw_addr, format!("https://{tls_sim_addr}")),
+    ] {
+        let data = tmp.path().join(name);
+        keys.push(create_key(&mediagate, "bench", &data));
+        let config = tmp.path().join(format!("{name}.yaml"));
+        std::fs::write(&config, gateway_config(addr, &data, &sim_base, "")).unwrap_or_else(|e| panic!("{e}"));
+        let config_arg = config.display().to_string();
+        let env = [&gateway_env[..], &[("SSL_CERT_FILE", ca_arg.as_str())]].concat();
+        gateways.push(start(0, &mediagate, &["serve", "--config", &config_arg], &env));
+    }
+    let path = "/cn-beijing/api/v1/services/aigc/multimodal-generation/generation";
+    let bare = start(0, &forwarder, &[&bare_addr, &format!("http://{sim_addr}{path}"), "bench-cn-beijing"], &[]);
+    let tls_bare = start(
+        0,
+        &forwarder,
+        &[&tls_bare_addr, &format!("https://{tls_sim_addr}{path}"), "bench-cn-beijing"],
+        &[("SSL_CERT_FILE", ca_arg.as_str())],
+    );
+    for addr in [&sim_addr, &gw_addr, &bare_addr, &tls_gw_addr, &tls_bare_addr] {
         wait_listening(addr);
     }
-    let top_up = Request::new(
-        &gw_addr,
-        "POST",
-        "/admin/v1/accounts/bench/top-up",
-        &[("Authorization", "Bearer bench-admin"), ("Content-Type", "application/json")],
-        r#"{"amount": 1000000000000000}"#,
-    );
-    let funded = closed_loop(&top_up, 1, Duration::from_millis(1));
-    assert!(funded.requests >= 1, "top-up failed");
-
+    for addr in [&gw_addr, &tls_gw_addr] {
+        top_up(addr);
+    }
     let envelope = r#"{"model":"beta-image-2.0-pro","input":{"messages":[{"role":"user","content":[{"text":"bench"}]}]},"parameters":{"n":1}}"#;
-    let auth = format!("Bearer {key}");
+    let (auth, tls_auth) = (format!("Bearer {}", keys[0]), format!("Bearer {}", keys[1]));
     let json = ("Content-Type", "application/json");
+    let image = r#"{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}"#;
     let lanes = [
         Lane {
             name: "direct to simulator",
@@ -175,14 +204,24 @@ pub fn run() -> String {
         },
         Lane {
             name: "mediagate",
+            request: Request::new(&gw_addr, "POST", "/v1/images/generations", &[("Authorization", &auth), json], image),
+            pid: Some(gateways[0].pid()),
+        },
+        Lane {
+            name: "bare forwarder, HTTPS upstream (TLS floor)",
+            request: Request::new(&tls_bare_addr, "POST", "/forward", &[json], envelope),
+            pid: Some(tls_bare.pid()),
+        },
+        Lane {
+            name: "mediagate, HTTPS upstream",
             request: Request::new(
-                &gw_addr,
+                &tls_gw_addr,
                 "POST",
                 "/v1/images/generations",
-                &[("Authorization", &auth), json],
-                r#"{"model":"beta-image-2.0-pro_t2i","prompt":"bench","n":1}"#,
+                &[("Authorization", &tls_auth), json],
+                image,
             ),
-            pid: Some(gateway.pid()),
+            pid: Some(gateways[1].pid()),
         },
     ];
     let mut figures: Vec<Figures> = lanes.iter().map(|_| Figures::default()).collect();
@@ -220,7 +259,47 @@ pub fn run() -> String {
         reads.push(saturate(&read, 16, Duration::from_secs(4)).rate());
     }
 
-    render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads))
+    let handshakes = Handshakes {
+        connections: metric(&tls_gw_addr, "mediagate_upstream_connections_opened_total{region=\"cn-beijing\"}"),
+        requests: metric(
+            &tls_gw_addr,
+            "mediagate_http_requests_total{route=\"/v1/images/generations\",status=\"200\"}",
+        ),
+    };
+    render(&lanes, &figures, (median(submits), median(submit_p50), median(submit_p99)), median(reads), handshakes)
+}
+
+/// Tops up the bench account of the gateway at `addr` with more than any run spends.
+fn top_up(addr: &str) {
+    let top_up = Request::new(
+        addr,
+        "POST",
+        "/admin/v1/accounts/bench/top-up",
+        &[("Authorization", "Bearer bench-admin"), ("Content-Type", "application/json")],
+        r#"{"amount": 1000000000000000}"#,
+    );
+    let funded = closed_loop(&top_up, 1, Duration::from_millis(1));
+    assert!(funded.requests >= 1, "top-up failed");
+}
+
+/// Waits (up to 10 s) for `path` to exist: the TLS simulator writes its CA once it has made it.
+fn wait_for_file(path: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A sample's value from the gateway's `/metrics` (0 when absent).
+fn metric(addr: &str, sample: &str) -> f64 {
+    let (_, text) = http(addr, "GET", "/metrics", &[], "");
+    text.lines().find_map(|line| line.strip_prefix(sample).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+}
+
+/// Upstream connections the TLS gateway opened (each a TLS handshake) against the requests it answered.
+struct Handshakes {
+    connections: f64,
+    requests: f64,
 }
 
 /// Waits (up to 30 s) until task `id` has finished, for the read lane: the poller first asks about a task
@@ -256,7 +335,7 @@ fn optional(values: &[f64], decimals: usize) -> String {
     if values.is_empty() { "-".to_string() } else { format!("{:.decimals$}", median(values.to_vec())) }
 }
 
-fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64) -> String {
+fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f64, tls: Handshakes) -> String {
     let mut out = String::new();
     out.push_str("## Sync forward (`beta-image-2.0-pro_t2i`, simulator instant mode)\n\n");
     out.push_str("| lane | max req/s | at conns | CPU us/req | context switches/req | p50 1 conn | p99 1 conn | p50 @1k/s | p99 @1k/s | p50 @5k/s | p99 @5k/s | KiB per in-flight request | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -278,9 +357,14 @@ fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f
             f.errors,
         ));
     }
-    let (direct, bare, gateway) = (&figures[0], &figures[1], &figures[2]);
-    let ratio = median(gateway.throughput.clone()) / median(bare.throughput.clone()).max(1.0);
-    let cpu_ratio = median(gateway.cpu_per_request.clone()) / median(bare.cpu_per_request.clone()).max(1.0);
+    let (direct, bare, gateway, tls_bare, tls_gateway) =
+        (&figures[0], &figures[1], &figures[2], &figures[3], &figures[4]);
+    let ratios = |gateway: &Figures, floor: &Figures| {
+        let throughput = median(gateway.throughput.clone()) / median(floor.throughput.clone()).max(1.0);
+        let cpu = median(gateway.cpu_per_request.clone()) / median(floor.cpu_per_request.clone()).max(1.0);
+        (throughput, cpu)
+    };
+    let (ratio, cpu_ratio) = ratios(gateway, bare);
     let added_p99 = median(gateway.p99_1k.clone()) - median(direct.p99_1k.clone());
     out.push_str(&format!(
         "\nmediagate / bare forwarder throughput: {ratio:.2} (target >= 0.50: {}); CPU per request ratio: {cpu_ratio:.2} (target <= 2.0: {}); \
@@ -289,6 +373,15 @@ fn render(lanes: &[Lane], figures: &[Figures], submit: (f64, f64, f64), reads: f
         met(cpu_ratio <= 2.0),
         added_p99,
         met(added_p99 <= 1000.0),
+    ));
+    let (ratio, cpu_ratio) = ratios(tls_gateway, tls_bare);
+    out.push_str(&format!(
+        "\nHTTPS upstream: mediagate / bare forwarder throughput: {ratio:.2} (target >= 0.50: {}); CPU per request ratio: \
+         {cpu_ratio:.2} (target <= 2.0: {}); upstream connections opened (TLS handshakes): {:.0} for {:.0} requests.\n",
+        met(ratio >= 0.5),
+        met(cpu_ratio <= 2.0),
+        tls.connections,
+        tls.requests,
     ));
     out.push_str(&format!(
         "\n## Async (`alpha2.6-t2v_t2v`)\n\n| figure | value | target |\n|---|---|---|\n\

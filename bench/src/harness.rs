@@ -55,10 +55,11 @@ pub const ADMIN_ENV: &str = "BENCH_ADMIN";
 
 /// The config of a benched gateway: one worker on `listen`, its store in `data_dir`, the simulator at
 /// `sim_addr` as region `cn-beijing`, client limits out of the way; `extra` is appended (more YAML).
-pub fn gateway_config(listen: &str, data_dir: &Path, sim_addr: &str, extra: &str) -> String {
+/// A gateway config whose `cn-beijing` upstream is the simulator at `sim_base` (`http://` or `https://`).
+pub fn gateway_config(listen: &str, data_dir: &Path, sim_base: &str, extra: &str) -> String {
     format!(
         "listen: {listen}\ndata_dir: {}\nworkers: 1\nadmin_token_env: {ADMIN_ENV}\n\
-         upstreams:\n  cn-beijing: {{base_url: 'http://{sim_addr}/cn-beijing', api_key_env: {UPSTREAM_KEY_ENV}}}\n\
+         upstreams:\n  cn-beijing: {{base_url: '{sim_base}/cn-beijing', api_key_env: {UPSTREAM_KEY_ENV}}}\n\
          limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n{extra}",
         data_dir.display()
     )

@@ -89,7 +89,8 @@ pub fn run() -> String {
     let poller = format!(
         "poller: {{queries_per_second: {LIMIT}, min_interval_ms: {MIN_INTERVAL_MS}, max_interval_ms: {MAX_INTERVAL_MS}}}\n"
     );
-    std::fs::write(&config, gateway_config(&gw_addr, &data, &sim_addr, &poller)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, gateway_config(&gw_addr, &data, &format!("http://{sim_addr}"), &poller))
+        .unwrap_or_else(|e| panic!("{e}"));
     let upstream_keys: Vec<String> = (1..=KEYS).map(sim_key).collect();
     let config_arg = config.display().to_string();
     let gateway = start(

@@ -377,7 +377,8 @@ struct Setup {
 fn start_gateway(setup: &Setup, data: &Path, filled: &Filled) -> Result<(Server, String, Start), String> {
     let addr = format!("127.0.0.1:{}", free_port());
     let config = setup.work.join("restart.yaml");
-    std::fs::write(&config, gateway_config(&addr, data, &setup.sim_addr, "")).map_err(|e| e.to_string())?;
+    std::fs::write(&config, gateway_config(&addr, data, &format!("http://{}", setup.sim_addr), ""))
+        .map_err(|e| e.to_string())?;
     let config = config.display().to_string();
     let began = Instant::now();
     let server = start(
