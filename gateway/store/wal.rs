@@ -32,8 +32,8 @@ const HEADER: usize = 16;
 const PAGE: usize = 4096;
 /// Bytes of zeroes each file starts with. A synchronous write to a file that grew must also commit the
 /// filesystem's journal, and on ext4 (ordered mode) that first writes out every other file's newly
-/// allocated dirty pages: here, a checkpoint's pages in redb's file, which made such log syncs take 2-5 ms
-/// instead of 0.2. A file written within its size and allocated blocks needs no journal commit. A log file
+/// allocated dirty pages: here, a checkpoint's pages in redb's file, which made such log syncs many times
+/// slower. A file written within its size and allocated blocks needs no journal commit. A log file
 /// outgrows this only if the writes of a checkpoint interval (see `CHECKPOINT_INTERVAL`), or of a checkpoint commit
 /// that takes longer, do: about 1,400 synchronous requests' records (~3 KiB each).
 const PREALLOCATED: usize = 4 << 20;

@@ -47,8 +47,7 @@ const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// ...or this long after the last one. Each is one durable redb commit of every key changed since (a key
 /// changed many times is written once), and bounds the overlay's memory and the log a restart after a
 /// crash replays. Short is cheaper: a small overlay keeps every read and publish in cache, and a small
-/// commit's fsync holds up the log's syncs for less (10 ms against 100: sync +8%, async +12%, reads +6%,
-/// sync p99 at 1k req/s 1.57 -> 1.33 ms; 5 ms measured no better than 10; 1 s worse than 100 ms). Unit
+/// commit's fsync holds up the log's syncs for less (the intervals measured are in bench/HISTORY.md). Unit
 /// tests checkpoint only on close (unless they ask), so what they find on disk meanwhile is the log's doing.
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 10 });
 /// How often a due checkpoint is looked at again while the one before is still being committed.
