@@ -149,6 +149,11 @@ impl ResponseError for ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
-        ApiError::internal(e)
+        use crate::store::Refusal;
+        match e.refusal() {
+            None => ApiError::internal(e),
+            Some(Refusal::TooLarge) => ApiError::new(ErrorCode::invalid_parameter, e.reason()),
+            Some(Refusal::Conflict) => ApiError::new(ErrorCode::conflict, e.reason()),
+        }
     }
 }

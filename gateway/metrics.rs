@@ -43,6 +43,7 @@ struct Metrics {
     tasks_finished: Family<KindLabels, Counter>,
     tasks_in_flight: Gauge,
     poll_lag: Histogram,
+    usage_unusable: Counter,
 }
 
 fn metrics() -> &'static Metrics {
@@ -59,6 +60,12 @@ fn metrics() -> &'static Metrics {
         let tasks_finished = Family::<KindLabels, Counter>::default();
         let tasks_in_flight = Gauge::default();
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        let usage_unusable = Counter::default();
+        registry.register(
+            "upstream_usage_unusable",
+            "Finished tasks whose upstream usage made no sense (negative, non-numeric, beyond the request), priced as quoted",
+            usage_unusable.clone(),
+        );
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", latency.clone());
         registry.register("upstream_calls", "Calls to the upstream by kind", upstream_calls.clone());
@@ -81,6 +88,7 @@ fn metrics() -> &'static Metrics {
             tasks_finished,
             tasks_in_flight,
             poll_lag,
+            usage_unusable,
         }
     })
 }
@@ -120,6 +128,10 @@ pub fn task_finished(status: crate::store::TaskStatus) {
 /// An accepted task that ended with no record (its one write failed): no longer in flight, and not finished.
 pub fn task_unrecorded() {
     metrics().tasks_in_flight.dec();
+}
+
+pub fn usage_unusable() {
+    metrics().usage_unusable.inc();
 }
 
 pub fn poll_lag(ms: i64) {

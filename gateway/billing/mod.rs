@@ -6,6 +6,16 @@
 pub mod equivalent;
 pub mod pricing;
 
+/// The largest amount of money the gateway keeps anywhere, in micro-units: 10^16 (ten billion units). An
+/// amount, a price, or a pot or sum after a change beyond it is refused, so no arithmetic on money can
+/// overflow (three full pots still fit an `i64` many times over).
+pub const MAX_MICROS: i64 = 10_000_000_000_000_000;
+
+/// `a + b`, if it stays within `±MAX_MICROS`.
+pub fn checked_sum(a: i64, b: i64) -> Option<i64> {
+    a.checked_add(b).filter(|sum| sum.abs() <= MAX_MICROS)
+}
+
 use crate::store::ledger::{EntryKind, Posting, Pot};
 use crate::store::{TaskRecord, TaskStatus};
 use pricing::Units;
@@ -117,11 +127,16 @@ pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
         return None;
     }
     let model = crate::catalog::ModelSpec::find(&task.model)?;
-    let held: i64 = billing.hold.iter().map(|(_, a)| a).sum();
+    let held = billing.hold.iter().map(|(_, a)| *a).try_fold(0, checked_sum)?;
     let (charged_total, list_price, units, outcome) = if task.status == TaskStatus::Success {
-        let (price, units) = pricing::actual(model, &billing.units, task.usage.as_ref());
-        // The hold is the most a request can cost: the client agreed to the quoted price.
-        (price.min(held), price, units, "posted")
+        let delivered = pricing::actual(model, &billing.units, task.usage.as_ref());
+        if delivered.usage_unusable {
+            crate::metrics::usage_unusable();
+            tracing::warn!(task_id = task.task_id, "the upstream's usage makes no sense; priced as quoted");
+        }
+        // Within [0, hold]: the hold is the most a request can cost (the client agreed to the quoted price),
+        // and nothing an upstream says can make a task pay the account.
+        (delivered.amount.clamp(0, held.max(0)), delivered.amount, delivered.units, "posted")
     } else {
         (0, 0, billing.units.clone(), "voided")
     };

@@ -66,9 +66,9 @@ pub fn quote(model: &ModelSpec, body: &Map<String, Value>) -> (i64, Units) {
         }
         BillingRule::PerImage { price, .. } => {
             let n = COUNT_FIELDS.iter().find_map(|f| field(model, body, f)).and_then(|v| v.as_u64()).unwrap_or(1);
-            (price as i64 * n as i64, Units { images: Some(n), ..Units::default() })
+            (money(i128::from(price) * i128::from(n)), Units { images: Some(n), ..Units::default() })
         }
-        BillingRule::PerCall { price, .. } => (price as i64, Units { calls: Some(1), ..Units::default() }),
+        BillingRule::PerCall { price, .. } => (money(i128::from(price)), Units { calls: Some(1), ..Units::default() }),
         BillingRule::PerToken { price, .. } => {
             let units = Units { output_tokens: Some(price.hold_output_tokens), ..Units::default() };
             (tokens(price.output_per_million, price.hold_output_tokens), units)
@@ -77,7 +77,7 @@ pub fn quote(model: &ModelSpec, body: &Map<String, Value>) -> (i64, Units) {
 }
 
 fn tokens(per_million: u64, count: u64) -> i64 {
-    ((per_million as u128 * count as u128).div_ceil(1_000_000)) as i64
+    money((u128::from(per_million) * u128::from(count)).div_ceil(1_000_000).min(i128::MAX as u128) as i128)
 }
 
 fn per_second(model: &ModelSpec, units: &Units) -> i64 {
@@ -88,18 +88,53 @@ fn per_second(model: &ModelSpec, units: &Units) -> i64 {
     let Some(tier) = tier else { return 0 };
     let audio = units.audio.unwrap_or(true);
     let price = if audio { tier.audio.or(tier.silent) } else { tier.silent.or(tier.audio) }.unwrap_or(0);
-    (units.seconds.unwrap_or(0.0) * price as f64).round() as i64
+    // A float's cast saturates (and NaN is 0); the clamp keeps it within what money may be.
+    money((units.seconds.unwrap_or(0.0) * price as f64).round() as i128)
 }
 
-/// The list price of what the upstream says it delivered (its `usage`), falling back to the quoted units.
-pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> (i64, Units) {
+/// What a finished task is priced at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivered {
+    pub amount: i64,
+    pub units: Units,
+    /// The upstream's `usage` made no sense (a negative, non-numeric or non-finite count, or more than the
+    /// request asked for): the task is priced as quoted instead.
+    pub usage_unusable: bool,
+}
+
+/// The list price of what the upstream says it delivered (its `usage`), falling back to the quoted units
+/// where it says nothing. Usage that makes no sense prices the request as quoted.
+pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> Delivered {
     let usage = usage.map(Usage::delivered).unwrap_or_default();
+    let as_quoted = || Delivered { amount: quote_of(model, quoted), units: quoted.clone(), usage_unusable: true };
+    // A member that is there must be a count: whole or fractional as the member allows, never negative.
+    let count = |member: &Option<Value>| -> Result<Option<f64>, ()> {
+        match member {
+            None => Ok(None),
+            Some(value) => value.as_f64().filter(|n| n.is_finite() && *n >= 0.0).map(Some).ok_or(()),
+        }
+    };
+    let whole = |member: &Option<Value>| -> Result<Option<u64>, ()> {
+        match member {
+            None => Ok(None),
+            Some(value) => value.as_u64().map(Some).ok_or(()),
+        }
+    };
     match model.billing {
         BillingRule::PerSecond { .. } => {
             let mut units = quoted.clone();
             // Bill `duration` (input + output seconds), else `video_duration`.
-            let number = |member: &Option<Value>| member.as_ref().and_then(Value::as_f64);
-            if let Some(seconds) = number(&usage.duration).or_else(|| number(&usage.video_duration)) {
+            let seconds = match (count(&usage.duration), count(&usage.video_duration)) {
+                (Ok(Some(seconds)), _) | (Ok(None), Ok(Some(seconds))) => Some(seconds),
+                (Ok(None), Ok(None)) => None,
+                _ => return as_quoted(),
+            };
+            if let Some(seconds) = seconds {
+                // `duration` also counts the reference video's seconds, which the request did not state.
+                let input = count(&usage.input_video_duration).ok().flatten().unwrap_or(0.0);
+                if seconds > quoted.seconds.unwrap_or(f64::MAX) + input {
+                    return as_quoted();
+                }
                 units.seconds = Some(seconds);
             }
             if let Some(sr) = usage.sr.as_ref().and_then(Value::as_u64) {
@@ -108,24 +143,57 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> (i64,
             if let Some(audio) = usage.audio.as_ref().and_then(Value::as_bool) {
                 units.audio = Some(audio);
             }
-            (per_second(model, &units), units)
+            Delivered { amount: per_second(model, &units), units, usage_unusable: false }
         }
         BillingRule::PerImage { price, .. } => {
             // A partial failure is still a success upstream; only the delivered images count.
-            let images = usage.image_count.as_ref().and_then(Value::as_u64).or(quoted.images).unwrap_or(0);
-            (price as i64 * images as i64, Units { images: Some(images), ..Units::default() })
+            let images = match whole(&usage.image_count) {
+                Ok(Some(images)) if images <= quoted.images.unwrap_or(u64::MAX) => images,
+                Ok(None) => quoted.images.unwrap_or(0),
+                _ => return as_quoted(),
+            };
+            let amount = money(i128::from(price) * i128::from(images));
+            Delivered { amount, units: Units { images: Some(images), ..Units::default() }, usage_unusable: false }
         }
-        BillingRule::PerCall { price, .. } => (price as i64, quoted.clone()),
+        BillingRule::PerCall { price, .. } => {
+            Delivered { amount: money(i128::from(price)), units: quoted.clone(), usage_unusable: false }
+        }
         BillingRule::PerToken { price, .. } => {
-            let input = usage.input_tokens.as_ref().and_then(Value::as_u64).unwrap_or(0);
-            let output = usage.output_tokens.as_ref().and_then(Value::as_u64).unwrap_or(0);
-            let amount = tokens(price.input_per_million, input) + tokens(price.output_per_million, output);
-            (amount, Units { input_tokens: Some(input), output_tokens: Some(output), ..Units::default() })
+            let (Ok(input), Ok(output)) = (whole(&usage.input_tokens), whole(&usage.output_tokens)) else {
+                return as_quoted();
+            };
+            let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
+            let amount = money(
+                i128::from(tokens(price.input_per_million, input))
+                    + i128::from(tokens(price.output_per_million, output)),
+            );
+            Delivered {
+                amount,
+                units: Units { input_tokens: Some(input), output_tokens: Some(output), ..Units::default() },
+                usage_unusable: false,
+            }
         }
     }
 }
 
+/// The price of `units` as quoted (the request's own price).
+fn quote_of(model: &ModelSpec, units: &Units) -> i64 {
+    match model.billing {
+        BillingRule::PerSecond { .. } => per_second(model, units),
+        BillingRule::PerImage { price, .. } => money(i128::from(price) * i128::from(units.images.unwrap_or(0))),
+        BillingRule::PerCall { price, .. } => money(i128::from(price)),
+        BillingRule::PerToken { price, .. } => tokens(price.output_per_million, units.output_tokens.unwrap_or(0)),
+    }
+}
+
+/// An amount clamped into `[0, MAX_MICROS]`: a price beyond the maximum cannot be held, so it is refused
+/// at the hold rather than wrapped.
+fn money(amount: i128) -> i64 {
+    amount.clamp(0, i128::from(super::MAX_MICROS)) as i64
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::catalog::{MODELS, TokenPrice};
@@ -141,8 +209,38 @@ mod tests {
         assert_eq!(hold, 8_000);
         assert_eq!(units.output_tokens, Some(1_000));
         let usage: Usage = json!({"input_tokens": 1_500, "output_tokens": 250}).into();
-        let (amount, actual) = actual(&model, &units, Some(&usage));
-        assert_eq!(amount, 3_000 + 2_000);
-        assert_eq!((actual.input_tokens, actual.output_tokens), (Some(1_500), Some(250)));
+        let delivered = actual(&model, &units, Some(&usage));
+        assert_eq!(delivered.amount, 3_000 + 2_000);
+        assert_eq!((delivered.units.input_tokens, delivered.units.output_tokens), (Some(1_500), Some(250)));
+    }
+
+    /// Usage that makes no sense prices the request as quoted, and says so; usage that does, prices it.
+    #[test]
+    fn usage_that_makes_no_sense_is_priced_as_quoted() {
+        let video = MODELS.iter().find(|m| m.id == "alpha2.6-t2v_t2v").unwrap();
+        let (quoted, units) = quote(video, json!({"duration": 10, "size": "1280*720"}).as_object().unwrap());
+        let priced = |usage: Value| actual(video, &units, Some(&usage.into()));
+        for nonsense in [
+            json!({"duration": -5}),
+            json!({"duration": "ten"}),
+            json!({"video_duration": -1}),
+            json!({"duration": 11}),
+        ] {
+            let delivered = priced(nonsense.clone());
+            assert!(delivered.usage_unusable, "{nonsense}");
+            assert_eq!(delivered.amount, quoted, "{nonsense}");
+        }
+        let fewer = priced(json!({"duration": 4, "SR": 720}));
+        assert!(!fewer.usage_unusable && fewer.amount < quoted && fewer.amount > 0);
+        // A reference video's seconds count into `duration` (r2v): more than asked, and still sensible.
+        assert!(!priced(json!({"duration": 12, "input_video_duration": 2})).usage_unusable);
+
+        let image = MODELS.iter().find(|m| m.id == "beta-image-2.0-pro_t2i").unwrap();
+        let (quoted, units) = quote(image, json!({"n": 2}).as_object().unwrap());
+        let priced = |usage: Value| actual(image, &units, Some(&usage.into()));
+        for nonsense in [json!({"image_count": -1}), json!({"image_count": 1.5}), json!({"image_count": 3})] {
+            assert_eq!((priced(nonsense.clone()).amount, priced(nonsense).usage_unusable), (quoted, true));
+        }
+        assert_eq!(priced(json!({"image_count": 1})).amount, quoted / 2);
     }
 }

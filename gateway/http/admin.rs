@@ -1,6 +1,7 @@
 //! The admin API under `/admin/v1`, authenticated by the admin token from the environment. The
 //! `mediagate admin` command is its client.
 
+use crate::billing::MAX_MICROS;
 use crate::error::{ApiError, ErrorCode};
 use crate::http::models::describe;
 use crate::state::AppState;
@@ -132,7 +133,7 @@ async fn post_to_pot(
     let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
     off_worker(state, move |store| store.post(&[posting]))
         .await?
-        .map_err(|e| ApiError::new(ErrorCode::conflict, format!("The entry was refused: {e}")))?;
+        .map_err(|e| ApiError::from(e).with_param("amount"))?;
     Ok(HttpResponse::Ok().json(account_view(state, account)?))
 }
 
@@ -147,9 +148,12 @@ async fn off_worker<T: Send + 'static>(
 }
 
 fn positive(amount: i64) -> Result<i64, ApiError> {
-    if amount <= 0 {
-        return Err(ApiError::new(ErrorCode::invalid_parameter, "`amount` must be a positive number of micro-units.")
-            .with_param("amount"));
+    if amount <= 0 || amount > MAX_MICROS {
+        return Err(ApiError::new(
+            ErrorCode::invalid_parameter,
+            format!("`amount` must be a positive number of micro-units, at most {MAX_MICROS}."),
+        )
+        .with_param("amount"));
     }
     Ok(amount)
 }
@@ -190,16 +194,18 @@ async fn set_plan(
     account: web::Path<String>,
     body: web::Json<Plan>,
 ) -> Result<HttpResponse, ApiError> {
-    if body.allowance < 0 {
-        return Err(
-            ApiError::new(ErrorCode::invalid_parameter, "`allowance` must not be negative.").with_param("allowance")
-        );
+    if !(0..=MAX_MICROS).contains(&body.allowance) {
+        return Err(ApiError::new(
+            ErrorCode::invalid_parameter,
+            format!("`allowance` must be 0 to {MAX_MICROS} micro-units."),
+        )
+        .with_param("allowance"));
     }
     account_exists(&state, &account)?;
     let (name, plan, allowance) = (account.to_string(), body.name.clone(), body.allowance);
     off_worker(&state, move |store| store.set_plan(&name, &plan, allowance))
         .await?
-        .map_err(|e| ApiError::new(ErrorCode::conflict, format!("The plan was refused: {e}")))?;
+        .map_err(|e| ApiError::from(e).with_param("allowance"))?;
     Ok(HttpResponse::Ok().json(account_view(&state, &account)?))
 }
 

@@ -413,7 +413,7 @@ fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (V
             _ => "1280*720",
         });
         let input_seconds = if model.code.contains("r2v") { 2.0 } else { 0.0 };
-        match model.family {
+        let mut usage = match model.family {
             Family::Alpha26 if model.code.contains("r2v") => {
                 json!({"duration": seconds + input_seconds, "size": size, "input_video_duration": input_seconds, "output_video_duration": seconds, "video_count": 1, "SR": sr})
             }
@@ -434,7 +434,13 @@ fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (V
             Family::Kf22 => json!({"video_duration": seconds as i64, "video_count": 1, "SR": sr}),
             Family::Alphax21 => json!({"video_duration": seconds as i64, "video_ratio": "standard", "video_count": 1}),
             _ => json!({"video_duration": seconds as i64, "video_count": 1}),
+        };
+        // `sim:seconds=WORD` that is no number reports the word itself, as a broken upstream might.
+        if let Some(word) = hook(&task.hooks, "seconds").filter(|s| s.parse::<f64>().is_err()) {
+            let member = if usage.get("duration").is_some() { "duration" } else { "video_duration" };
+            usage[member] = word.into();
         }
+        usage
     } else {
         json!({})
     };

@@ -1,7 +1,7 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
 use super::ledger::{self, EntryKind, Posting, Pot};
-use super::{ACCOUNTS, KEYS, Store, StoreError, Tx, decode, encode};
+use super::{ACCOUNTS, KEYS, Refusal, Store, StoreError, Tx, decode, encode};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -100,7 +100,7 @@ impl Store {
                 .get(account.as_str())?
                 .map(|v| decode::<Account>(v.value()))
                 .transpose()?
-                .ok_or_else(|| StoreError::new(format!("no account `{account}`")))?;
+                .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
             let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
             let delta = allowance
                 .checked_sub(current)

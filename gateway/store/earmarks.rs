@@ -76,9 +76,12 @@ impl Book {
         hold: Hold,
     ) -> Result<Earmark, Shortfall> {
         let split = plan_hold(&funds.less(&purse.earmarked), hold.amount, hold.trial_only)?;
+        // Within the pots' funds, so within the maximum: a sum past it is refused like any shortfall.
+        let mut earmarked = purse.earmarked;
         for (pot, amount) in &split {
-            purse.earmarked.add(*pot, *amount);
+            earmarked.add(*pot, *amount).ok_or(Shortfall::Insufficient { needed: hold.amount, available: 0 })?;
         }
+        purse.earmarked = earmarked;
         Ok(Earmark { book: self.clone(), account: account.to_string(), split })
     }
 
@@ -106,7 +109,10 @@ impl Book {
             let Some(purse) = book.get_mut(step.account) else { continue };
             match (step.delta.signum(), purse.known.as_mut()) {
                 (-1, Some(known)) => {
-                    known.add(step.pot, step.delta);
+                    // Funds it cannot keep exactly are read again from the store.
+                    if known.add(step.pot, step.delta).is_none() {
+                        purse.known = None;
+                    }
                     debited.push(step.account.to_string());
                 }
                 (1, _) => purse.known = None,
@@ -135,7 +141,8 @@ impl Book {
 fn release(book: &mut HashMap<String, Purse>, account: &str, split: &[(Pot, i64)]) {
     if let Some(purse) = book.get_mut(account) {
         for (pot, amount) in split {
-            purse.earmarked.add(*pot, -amount);
+            // What was added is within the maximum, so taking it back is too.
+            let _ = purse.earmarked.add(*pot, -amount);
         }
         if purse.known.is_none() && purse.earmarked == Funds::default() {
             book.remove(account);

@@ -11,7 +11,8 @@
 use super::earmarks::{Book, Earmark, Move};
 use super::overlay::{ReadTable, View};
 use super::tables::{LEDGER_SEQ, SEQUENCES};
-use super::{FUNDS, LEDGER, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
+use super::{FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
+use crate::billing::{MAX_MICROS, checked_sum};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,21 +47,26 @@ impl Funds {
         }
     }
 
-    /// What is left of each pot once `earmarked` is set aside.
+    /// What is left of each pot once `earmarked` is set aside. Pots and earmarks stay within
+    /// `MAX_MICROS`, so the differences cannot overflow; saturating keeps that true of any input.
     pub fn less(&self, earmarked: &Funds) -> Funds {
         Funds {
-            free_trial: self.free_trial - earmarked.free_trial,
-            plan: self.plan - earmarked.plan,
-            balance: self.balance - earmarked.balance,
+            free_trial: self.free_trial.saturating_sub(earmarked.free_trial),
+            plan: self.plan.saturating_sub(earmarked.plan),
+            balance: self.balance.saturating_sub(earmarked.balance),
         }
     }
 
-    pub(crate) fn add(&mut self, pot: Pot, delta: i64) {
-        match pot {
-            Pot::FreeTrial => self.free_trial += delta,
-            Pot::Plan => self.plan += delta,
-            Pot::Balance => self.balance += delta,
-        }
+    /// `pot` moved by `delta`: `None`, and nothing changed, if it would pass `±MAX_MICROS`.
+    #[must_use]
+    pub(crate) fn add(&mut self, pot: Pot, delta: i64) -> Option<()> {
+        let slot = match pot {
+            Pot::FreeTrial => &mut self.free_trial,
+            Pot::Plan => &mut self.plan,
+            Pot::Balance => &mut self.balance,
+        };
+        *slot = checked_sum(*slot, delta)?;
+        Some(())
     }
 }
 
@@ -161,10 +167,18 @@ pub(crate) fn append(
             }
         };
         let account = &mut funds[index].1;
-        account.add(p.pot, p.delta);
+        if p.delta.abs() > MAX_MICROS || account.add(p.pot, p.delta).is_none() {
+            return Err(StoreError::refused(
+                Refusal::TooLarge,
+                format!(
+                    "{} micro-units would take the {:?} pot of `{}` past the maximum of {MAX_MICROS} micro-units",
+                    p.delta, p.pot, p.account
+                ),
+            ));
+        }
         moves.push(Move { account: &p.account, pot: p.pot, delta: p.delta, after: account.get(p.pot) });
     }
-    let debited = earmarks.decide(&moves, spending).map_err(|e| StoreError::new(format!("ledger: {e}")))?;
+    let debited = earmarks.decide(&moves, spending).map_err(|e| StoreError::refused(Refusal::Conflict, e))?;
     if !debited.is_empty() {
         let book = earmarks.clone();
         tx.on_undo(move || book.forget(&debited));
@@ -229,7 +243,7 @@ pub(crate) fn entries_on(task: &TaskRecord) -> Vec<Entry> {
 /// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
 pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Pot, i64)>, Shortfall> {
     let pots: &[Pot] = if trial_only { &[Pot::FreeTrial] } else { &Pot::FUNDING_ORDER };
-    let available: i64 = pots.iter().map(|p| funds.get(*p).max(0)).sum();
+    let available = pots.iter().map(|p| funds.get(*p).max(0)).try_fold(0, checked_sum).unwrap_or(MAX_MICROS);
     if available < amount {
         return Err(if trial_only {
             Shortfall::TrialExhausted { needed: amount, available }
@@ -283,25 +297,30 @@ impl Store {
     /// Entries of one account (or all), oldest first: the rows and the settlements' (a full read of both
     /// tables: for the back office).
     pub fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        let mut entries = all_entries(&self.view()?)?;
+        let (mut entries, _) = entries_and_tasks(&self.view()?)?;
         entries.retain(|entry| account.is_none_or(|a| a == entry.account));
         Ok(entries)
     }
 
-    /// Recomputes every account's pots from the entries and compares them with the cached sums.
+    /// Recomputes every account's pots from the entries and compares them with the cached sums, and checks
+    /// every task's money: at most one hold and one settlement entry per pot, a charge within `[0, hold]`,
+    /// and entries that add up to what its settlement says it charged.
     pub fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
         let mut sums: BTreeMap<String, Funds> = BTreeMap::new();
         let mut last_seq = 0;
         let mut problems = Vec::new();
         let tx = self.view()?;
-        let all = all_entries(&tx)?;
+        let (all, tasks) = entries_and_tasks(&tx)?;
         for entry in &all {
             if entry.seq == last_seq {
                 problems.push(format!("entry {} numbered twice", entry.seq));
             }
             last_seq = entry.seq;
-            sums.entry(entry.account.clone()).or_default().add(entry.pot, entry.delta);
+            if sums.entry(entry.account.clone()).or_default().add(entry.pot, entry.delta).is_none() {
+                problems.push(format!("{}: entry {} takes a pot past the maximum", entry.account, entry.seq));
+            }
         }
+        problems.extend(task_problems(&all, &tasks));
         let entries = all.len() as u64;
         let funds_table = tx.open_table(FUNDS)?;
         let mut cached: BTreeMap<String, Funds> = BTreeMap::new();
@@ -324,15 +343,134 @@ impl Store {
     }
 }
 
-/// Every entry in `view`, rows and settlements', by sequence number.
-fn all_entries(view: &View) -> Result<Vec<Entry>, StoreError> {
+/// What the ledger check needs of a task's billing.
+struct TaskMoney {
+    task_id: String,
+    held: Option<i64>,
+    earmarked: bool,
+    /// `(charged, the sum of its per-pot charges)`, once settled.
+    settled: Option<(i64, Option<i64>)>,
+}
+
+/// Every entry in `view`, rows and settlements', by sequence number; and the money of every task.
+fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreError> {
     let mut entries = Vec::new();
     for row in view.open_table(LEDGER)?.iter()? {
         entries.push(decode::<Entry>(row?.1.value())?);
     }
+    let mut tasks = Vec::new();
     for row in view.open_table(TASKS)?.iter()? {
-        entries.extend(entries_on(&decode(row?.1.value())?));
+        let task: TaskRecord = decode(row?.1.value())?;
+        entries.extend(entries_on(&task));
+        let Some(billing) = &task.billing else { continue };
+        let total = |amounts: &[(Pot, i64)]| amounts.iter().map(|(_, a)| *a).try_fold(0, checked_sum);
+        tasks.push(TaskMoney {
+            held: total(&billing.hold),
+            earmarked: billing.earmarked,
+            settled: billing.settlement.as_ref().map(|s| (s.charged, total(&s.by_pot))),
+            task_id: task.task_id,
+        });
     }
     entries.sort_by_key(|entry| entry.seq);
-    Ok(entries)
+    Ok((entries, tasks))
+}
+
+/// Each task whose entries or settlement break the rules, in words.
+fn task_problems(entries: &[Entry], tasks: &[TaskMoney]) -> Vec<String> {
+    #[derive(Default)]
+    struct Seen {
+        holds: BTreeMap<Pot, u32>,
+        settlements: BTreeMap<Pot, u32>,
+        sum: Option<i64>,
+    }
+    let mut seen: std::collections::HashMap<&str, Seen> = std::collections::HashMap::new();
+    for entry in entries {
+        let Some(task) = entry.task_id.as_deref() else { continue };
+        let task = seen.entry(task).or_default();
+        let count = match entry.kind {
+            EntryKind::Hold => &mut task.holds,
+            EntryKind::Post | EntryKind::Void | EntryKind::Charge => &mut task.settlements,
+            EntryKind::TopUp | EntryKind::Grant | EntryKind::Plan => continue,
+        };
+        *count.entry(entry.pot).or_default() += 1;
+        task.sum = checked_sum(task.sum.unwrap_or(0), entry.delta);
+    }
+    let mut problems = Vec::new();
+    for task in tasks {
+        let id = &task.task_id;
+        let entries = seen.remove(id.as_str()).unwrap_or_default();
+        let Some(held) = task.held else {
+            problems.push(format!("task {id}: its hold is past the maximum"));
+            continue;
+        };
+        if entries.holds.values().chain(entries.settlements.values()).any(|n| *n > 1) {
+            problems.push(format!("task {id}: a pot is held or settled more than once"));
+        }
+        let sum = entries.sum.unwrap_or(0);
+        match task.settled {
+            Some((charged, by_pot)) => {
+                if !(0..=held).contains(&charged) {
+                    problems.push(format!("task {id}: charged {charged}, outside [0, {held}] (its hold)"));
+                }
+                if by_pot != Some(charged) {
+                    problems.push(format!("task {id}: its charges per pot do not add up to {charged}"));
+                }
+                let held_in_rows = !task.earmarked && held > 0;
+                if (held_in_rows || task.earmarked) && sum != -charged {
+                    problems.push(format!("task {id}: its entries sum to {sum}, its settlement charged {charged}"));
+                }
+            }
+            None if !task.earmarked && sum != -held && !entries.holds.is_empty() => {
+                problems.push(format!("task {id}: its entries sum to {sum}, its hold is {held}"));
+            }
+            None => {}
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, kind: EntryKind, pot: Pot, delta: i64) -> Entry {
+        let task_id = Some("task-1".to_string());
+        Entry { seq, account: "acme".into(), kind, pot, delta, task_id, at_ms: 0, note: String::new() }
+    }
+
+    fn task(held: i64, settled: Option<(i64, i64)>) -> TaskMoney {
+        TaskMoney {
+            task_id: "task-1".into(),
+            held: Some(held),
+            earmarked: false,
+            settled: settled.map(|(charged, by_pot)| (charged, Some(by_pot))),
+        }
+    }
+
+    #[test]
+    fn a_task_whose_money_breaks_the_rules_is_named() {
+        let hold = entry(1, EntryKind::Hold, Pot::Balance, -100);
+        let post = |seq, delta| entry(seq, EntryKind::Post, Pot::Balance, delta);
+        assert!(task_problems(&[hold.clone(), post(2, 40)], &[task(100, Some((60, 60)))]).is_empty());
+        assert!(task_problems(std::slice::from_ref(&hold), &[task(100, None)]).is_empty(), "live and held");
+
+        let broken = [
+            // Settled twice.
+            (vec![hold.clone(), post(2, 40), post(3, 0)], task(100, Some((60, 60)))),
+            // Paid the account: a charge below zero.
+            (vec![hold.clone(), post(2, 150)], task(100, Some((-50, -50)))),
+            // Charged past its hold.
+            (vec![hold.clone(), post(2, -20)], task(100, Some((120, 120)))),
+            // Entries that do not add up to the charge.
+            (vec![hold.clone(), post(2, 50)], task(100, Some((60, 60)))),
+            // Per-pot charges that do not add up to the charge.
+            (vec![hold.clone(), post(2, 40)], task(100, Some((60, 50)))),
+            // Held twice.
+            (vec![hold.clone(), entry(2, EntryKind::Hold, Pot::Balance, -100)], task(100, None)),
+        ];
+        for (entries, task) in broken {
+            let problems = task_problems(&entries, &[task]);
+            assert!(problems.iter().any(|p| p.contains("task-1")), "{entries:?} passed");
+        }
+    }
 }

@@ -43,19 +43,47 @@ use std::sync::Arc;
 /// the rest.
 const CACHE_BYTES: usize = 64 << 20;
 
-/// A store failure; the detail is logged, the client sees `internal_error`.
+/// Why a write did not happen: the store failed (the detail is logged, the client sees `internal_error`), or
+/// its rules refused the write (nothing was written; the client is told why).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(String);
+#[error("store: {message}")]
+pub struct StoreError {
+    message: String,
+    refusal: Option<Refusal>,
+}
+
+/// A write the store's rules refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// An amount, or a pot after it, beyond `billing::MAX_MICROS`.
+    TooLarge,
+    /// It contradicts what is stored (a pot left below what tasks in flight have earmarked, a missing account).
+    Conflict,
+}
 
 impl StoreError {
+    /// A failure of the store itself (disk, encoding, a broken invariant).
     pub fn new(message: impl Into<String>) -> StoreError {
-        StoreError(message.into())
+        StoreError { message: message.into(), refusal: None }
+    }
+
+    /// A write the store's rules refuse; nothing of it is written.
+    pub fn refused(refusal: Refusal, message: impl Into<String>) -> StoreError {
+        StoreError { message: message.into(), refusal: Some(refusal) }
+    }
+
+    pub fn refusal(&self) -> Option<Refusal> {
+        self.refusal
+    }
+
+    /// What went wrong, without the `store:` prefix.
+    pub fn reason(&self) -> &str {
+        &self.message
     }
 }
 
 macro_rules! store_error_from {
-    ($($t:ty),*) => { $(impl From<$t> for StoreError { fn from(e: $t) -> StoreError { StoreError(e.to_string()) } })* };
+    ($($t:ty),*) => { $(impl From<$t> for StoreError { fn from(e: $t) -> StoreError { StoreError::new(e.to_string()) } })* };
 }
 store_error_from!(
     redb::Error,
@@ -90,7 +118,7 @@ impl Store {
 
     /// [`Store::open`], with a checkpoint at least every `checkpoint_every`.
     fn open_checkpointing(dir: &Path, checkpoint_every: std::time::Duration) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError(format!("create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::new(format!("create {}: {e}", dir.display())))?;
         let path = dir.join("mediagate.redb");
         let file = std::fs::File::options()
             .read(true)
@@ -98,10 +126,10 @@ impl Store {
             .create(true)
             .truncate(false)
             .open(&path)
-            .map_err(|e| StoreError(format!("open {}: {e}", path.display())))?;
+            .map_err(|e| StoreError::new(format!("open {}: {e}", path.display())))?;
         let backend = backend::GatheringBackend::new(redb::backends::FileBackend::new(file)?);
         let db = Database::builder().set_cache_size(CACHE_BYTES).create_with_backend(backend).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => StoreError(format!(
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::new(format!(
                 "{} is in use by a running mediagate: stop it first, or ask it through the admin API \
                  (e.g. `mediagate admin verify-ledger`)",
                 path.display()

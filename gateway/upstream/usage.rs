@@ -20,6 +20,8 @@ pub struct Usage(Box<RawValue>);
 pub struct Delivered {
     pub duration: Option<Value>,
     pub video_duration: Option<Value>,
+    /// Seconds of reference video the upstream counts into `duration` (r2v).
+    pub input_video_duration: Option<Value>,
     #[serde(rename = "SR")]
     pub sr: Option<Value>,
     pub audio: Option<Value>,
