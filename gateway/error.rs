@@ -58,6 +58,7 @@ catalogue! {
     method_not_allowed => (405, "invalid_request_error"),
     task_not_cancellable => (409, "conflict_error"),
     idempotency_conflict => (409, "conflict_error"),
+    request_in_progress => (409, "conflict_error"),
     conflict => (409, "conflict_error"),
     payload_too_large => (413, "invalid_request_error"),
     unsupported_media_type => (415, "invalid_request_error"),

@@ -18,6 +18,9 @@ pub struct AppState {
     pub limits: Limits,
     /// Answers of finished task reads, kept rendered.
     pub finished: FinishedAnswers,
+    /// When this process opened the store (epoch ms): a live task created before it and never forwarded
+    /// was cut short by the last process.
+    pub started_ms: i64,
 }
 
 impl AppState {
@@ -30,6 +33,16 @@ impl AppState {
         crate::metrics::set_in_flight(in_flight.len() as i64);
         let poller = Poller::new(in_flight);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
-        Ok(AppState { config, store, registry: Registry::new(switches)?, upstreams, poller, limits, finished })
+        let started_ms = crate::tasks::now_ms();
+        Ok(AppState {
+            config,
+            store,
+            registry: Registry::new(switches)?,
+            upstreams,
+            poller,
+            limits,
+            finished,
+            started_ms,
+        })
     }
 }

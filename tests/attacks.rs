@@ -63,3 +63,143 @@ fn usage_that_makes_no_sense_is_billed_at_the_request_price_and_never_pays_the_a
     assert_eq!(demo.funds("acme").2, 100_000_000 - charged);
     verified(&demo);
 }
+
+/// A request with an `Idempotency-Key`, as `key`'s account.
+fn keyed(demo: &Demo, key: &str, idempotency: &str, path: &str, body: &serde_json::Value) -> common::Reply {
+    let auth = format!("Bearer {key}");
+    demo.request("POST", path, Some(body), &[("Authorization", &auth), ("Idempotency-Key", idempotency)])
+}
+
+#[test]
+fn a_keyed_retry_answers_what_the_first_attempt_answered_never_an_acceptance_of_a_failure() {
+    let demo = Demo::start();
+    let key = demo.account("acme", 100_000_000, 0, 0);
+    let cases = [
+        // (route, body, the first answer's status and code)
+        (
+            "/v1/images/generations",
+            json!({"model": "beta-image-plus", "prompt": "a cat sim:reject"}),
+            400,
+            "upstream_rejected",
+        ),
+        (
+            "/v1/videos/generations",
+            json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox sim:error", "duration": 5}),
+            502,
+            "upstream_error",
+        ),
+        (
+            "/v1/images/generations",
+            json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a cat sim:inspect"}),
+            400,
+            "upstream_content_blocked",
+        ),
+    ];
+    for (n, (path, body, status, code)) in cases.iter().enumerate() {
+        let idempotency = format!("refused-{n}");
+        let first = keyed(&demo, &key, &idempotency, path, body);
+        assert_eq!((first.status, first.code()), (*status, *code), "{:?}", first.json);
+        let retry = keyed(&demo, &key, &idempotency, path, body);
+        assert_eq!((retry.status, retry.code()), (*status, *code), "{:?}", retry.json);
+        assert_eq!(retry.json["error"]["message"], first.json["error"]["message"]);
+    }
+    assert_eq!(demo.funds("acme").2, 100_000_000, "refused creates cost nothing");
+
+    // A synchronous success replays its answer in the endpoint's shape; an acceptance replays while live.
+    let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a lighthouse"});
+    let first = keyed(&demo, &key, "sync-ok", "/v1/images/generations", &body);
+    assert_eq!(first.status, 200);
+    let retry = keyed(&demo, &key, "sync-ok", "/v1/images/generations", &body);
+    assert_eq!(retry.status, 200);
+    assert_eq!(retry.json["data"], first.json["data"]);
+    assert_eq!(retry.json["usage"], first.json["usage"]);
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox sim:slow", "duration": 5});
+    let first = keyed(&demo, &key, "async-ok", "/v1/videos/generations", &body);
+    let retry = keyed(&demo, &key, "async-ok", "/v1/videos/generations", &body);
+    assert_eq!((first.status, retry.status), (200, 200));
+    assert_eq!(retry.json["task_id"], first.json["task_id"]);
+    assert_eq!(retry.json["status"], "queued");
+    verified(&demo);
+}
+
+#[test]
+fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = common::free_port();
+    let mut demo = Demo::start_in(tmp.path(), &listen, 0.05);
+    let key = demo.account("acme", 100_000_000, 0, 0);
+    let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a slow cat sim:slow"});
+    let (base, first_key, first_body) = (demo.base.clone(), key.clone(), body.clone());
+    let first = std::thread::spawn(move || {
+        ureq::post(&format!("{base}/v1/images/generations"))
+            .header("Authorization", &format!("Bearer {first_key}"))
+            .header("Idempotency-Key", "crash-1")
+            .send_json(&first_body)
+            .is_ok()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    demo.kill();
+    assert!(!first.join().unwrap(), "the first attempt got no answer");
+
+    let demo = Demo::start_in(tmp.path(), &listen, 0.05);
+    let retry = keyed(&demo, &key, "crash-1", "/v1/images/generations", &body);
+    assert_eq!(retry.status, 200, "{:?}", retry.json);
+    assert!(retry.json["data"][0]["url"].is_string(), "the endpoint's answer, not a task view: {:?}", retry.json);
+    let again = keyed(&demo, &key, "crash-1", "/v1/images/generations", &body);
+    assert_eq!(again.json["data"], retry.json["data"], "the retry's answer is now the key's");
+    let charged = 100_000_000 - demo.funds("acme").2;
+    assert!(charged > 0);
+    let usage = demo.admin("/usage?account=acme", None);
+    let lines: Vec<&str> = std::str::from_utf8(&usage.bytes).unwrap().lines().collect();
+    let charges: Vec<i64> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["charged"].as_i64().unwrap())
+        .collect();
+    assert_eq!(charges.iter().sum::<i64>(), charged, "{lines:?}");
+    assert_eq!(charges.iter().filter(|c| **c > 0).count(), 1, "charged once: {lines:?}");
+    verified(&demo);
+}
+
+#[test]
+fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarded_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::Process::spawn(
+        &["simulate", "--listen", "127.0.0.1:0", "--time-scale", "0.02", "--key-prefix", "k"],
+        &[("MEDIAGATE_LOG", "warn")],
+    );
+    let config = format!(
+        "upstreams:\n  cn-beijing: {{base_url: {}/cn-beijing, api_key_env: SIM_KEY}}\n\
+         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n",
+        simulator.address()
+    );
+    let env = [("SIM_KEY", "k-cn-beijing")];
+    let mut gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
+    let key = gateway.account("acme", 100_000_000, 0, 0);
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
+    let signal = |name: &str| {
+        let pid = simulator.child.id().to_string();
+        assert!(std::process::Command::new("kill").args([name, &pid]).status().unwrap().success());
+    };
+    signal("-STOP");
+    let (base, first_key, first_body) = (gateway.base.clone(), key.clone(), body.clone());
+    let first = std::thread::spawn(move || {
+        ureq::post(&format!("{base}/v1/videos/generations"))
+            .header("Authorization", &format!("Bearer {first_key}"))
+            .header("Idempotency-Key", "crash-2")
+            .send_json(&first_body)
+            .is_ok()
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    gateway.kill();
+    assert!(!first.join().unwrap(), "the first attempt got no answer");
+    signal("-CONT");
+
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
+    let retry = keyed(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
+    assert_eq!((retry.status, retry.json["status"].as_str()), (200, Some("queued")), "{:?}", retry.json);
+    let task = gateway.wait_terminal_as(&key, retry.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
+    assert_eq!(task["status"], "success", "{task}");
+    let charged = task["settlement"]["charged"].as_i64().unwrap();
+    assert_eq!(gateway.funds("acme").2, 100_000_000 - charged, "charged once, the interrupted hold given back");
+    verified(&gateway);
+}

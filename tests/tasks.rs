@@ -226,19 +226,30 @@ fn concurrent_retries_with_one_idempotency_key_get_one_task() {
     let auth = format!("Bearer {KEY}");
     let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "order-43")];
     // Retries racing the first request: some find its task only inside the store's writer, before it is
-    // committed, and must still answer with it.
-    let ids: Vec<Value> = std::thread::scope(|scope| {
+    // committed, or while it is being forwarded. Each gets the one task, or a 409 to retry: never another.
+    let replies: Vec<common::Reply> = std::thread::scope(|scope| {
         let calls: Vec<_> =
             (0..8).map(|_| scope.spawn(|| demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers))).collect();
-        calls
-            .into_iter()
-            .map(|call| {
-                let reply = call.join().unwrap();
-                assert_eq!(reply.status, 200, "{}", reply.json);
-                reply.json["task_id"].clone()
-            })
-            .collect()
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
     });
+    let mut ids = Vec::new();
+    for reply in &replies {
+        match reply.status {
+            200 => ids.push(reply.json["task_id"].clone()),
+            409 => assert_eq!(reply.code(), "request_in_progress", "{}", reply.json),
+            other => panic!("{other}: {}", reply.json),
+        }
+    }
+    let mut settled = demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers);
+    for _ in 0..100 {
+        if settled.status != 409 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        settled = demo.request("POST", VIDEOS, Some(&t2v("fox")), &headers);
+    }
+    assert_eq!(settled.status, 200, "{}", settled.json);
+    ids.push(settled.json["task_id"].clone());
     assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
     let task = demo.wait_terminal(ids[0].as_str().unwrap(), Duration::from_secs(60));
     assert_eq!(task["status"], "success");

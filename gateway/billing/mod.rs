@@ -126,10 +126,13 @@ pub fn settle(task: &mut TaskRecord) -> Option<Vec<Posting>> {
     if billing.settlement.is_some() {
         return None;
     }
-    let model = crate::catalog::ModelSpec::find(&task.model)?;
     let held = billing.hold.iter().map(|(_, a)| *a).try_fold(0, checked_sum)?;
     let (charged_total, list_price, units, outcome) = if task.status == TaskStatus::Success {
-        let delivered = pricing::actual(model, &billing.units, task.usage.as_ref());
+        // The task carries what it needs to settle: a model since removed from the spec prices it as quoted.
+        let delivered = match crate::catalog::ModelSpec::find(&task.model) {
+            Some(model) => pricing::actual(model, &billing.units, task.usage.as_ref()),
+            None => pricing::Delivered { amount: billing.quoted, units: billing.units.clone(), usage_unusable: false },
+        };
         if delivered.usage_unusable {
             crate::metrics::usage_unusable();
             tracing::warn!(task_id = task.task_id, "the upstream's usage makes no sense; priced as quoted");

@@ -12,9 +12,9 @@ use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
 use crate::store::ledger::Shortfall;
-use crate::store::{Commit, Hold, IdempotencyRecord, Inserted, TaskRecord, TaskResult, TaskStatus};
+use crate::store::{Commit, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, TaskRecord, TaskResult, TaskStatus};
 use crate::tasks::{self, OpenTask, results};
-use crate::upstream::{Usage, client};
+use crate::upstream::{UpstreamError, Usage, client};
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, web};
 use scopeguard::ScopeGuard;
@@ -38,10 +38,15 @@ pub async fn submit(
     request_id::set(request_id.clone());
     let body = body.into_inner();
     let idempotency = idempotency(&req, &caller, &body)?;
+    // A task the key may be taken over from: its first attempt ended without doing the work.
+    let mut replacing = None;
     if let Some((key, body_hash)) = &idempotency
         && let Some(existing) = state.store.idempotency(key)?
     {
-        return replay(&state, &caller, endpoint, body_hash, &existing).await;
+        match replay(&state, &caller, endpoint, body_hash, &existing).await? {
+            Replayed::Answer(answer) => return Ok(answer),
+            Replayed::Redo(task_id) => replacing = Some(task_id),
+        }
     }
     let admitted = admit(&state.registry, endpoint, body)?;
     state.limits.reserve(caller.account())?;
@@ -64,17 +69,23 @@ pub async fn submit(
         return run_sync(state, &req, endpoint, OpenTask::Unwritten(Box::new(task), earmark), &admitted).await;
     }
     task.billing = Some(billing);
-    let idem = idempotency
-        .clone()
-        .map(|(key, body_hash)| (key, IdempotencyRecord { body_hash, task_id: task.task_id.clone() }));
+    let idem = idempotency.clone().map(|(key, body_hash)| IdempotencyClaim {
+        key,
+        record: IdempotencyRecord { body_hash, task_id: task.task_id.clone() },
+        replacing,
+    });
     // Deferred: the task and its hold reach the disk with the durable write that ends this request (the
     // upstream task id, or the settlement), before any response names the task. A crash before then
     // leaves nothing: no client heard of the task, and no hold stays stranded.
     let task = match state.store.add_task(task, idem, Some(hold), Commit::Deferred).await? {
         Inserted::Stored(task) => task,
         Inserted::Duplicate(existing) => {
+            // Another attempt with this key got there first: answer as a retry of it would be answered.
             let body_hash = idempotency.as_ref().map(|(_, h)| h.as_str()).unwrap_or_default();
-            return replay(&state, &caller, endpoint, body_hash, &existing).await;
+            return match replay(&state, &caller, endpoint, body_hash, &existing).await? {
+                Replayed::Answer(answer) => Ok(answer),
+                Replayed::Redo(_) => Err(in_progress()),
+            };
         }
         Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall)),
     };
@@ -125,14 +136,26 @@ fn idempotency(req: &HttpRequest, caller: &Caller, body: &Value) -> Result<Optio
     Ok(Some((format!("{}\n{key}", caller.account()), body_hash)))
 }
 
-/// A retry with a used key: the original task if the body is the same, else a conflict.
+/// What a retry with a used `Idempotency-Key` gets.
+enum Replayed {
+    /// What the first attempt answered, or its task's true state now.
+    Answer(HttpResponse),
+    /// The first attempt ended without doing its work (this task): the retry does it, taking the key over.
+    Redo(String),
+}
+
+/// A retry with a used key and the same body gets what the first attempt answered: an async task's
+/// acceptance while it is live, a synchronous result in the endpoint's shape, a refused create's error with
+/// its status; a task that ended since, its true state. Never an acceptance of what cannot finish: a first
+/// attempt still under way is a 409 to retry, and one that did no work (interrupted by a restart, or its
+/// client gone) is done again. Another body with the key is a conflict.
 async fn replay(
     state: &AppState,
     caller: &Caller,
     endpoint: &EndpointSpec,
     body_hash: &str,
     existing: &IdempotencyRecord,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Replayed, ApiError> {
     if body_hash != existing.body_hash {
         return Err(ApiError::new(
             ErrorCode::idempotency_conflict,
@@ -144,16 +167,45 @@ async fn replay(
     state.store.caught_up().await?;
     let task = tasks::owned_task(state, caller, &existing.task_id)?;
     request_id::set(task.request_id.clone());
-    // An async task replays its acceptance; a synchronous one, whose answer was its result, its task view.
-    let synchronous = crate::catalog::ModelSpec::find(&task.model).is_some_and(|m| m.task_mode == TaskMode::Sync);
-    if synchronous { Ok(HttpResponse::Ok().json(tasks::view(&task))) } else { Ok(accepted(endpoint, &task)) }
+    let model = crate::catalog::ModelSpec::find(&task.model);
+    let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);
+    if tasks::interrupted(state, &task) {
+        tasks::end_interrupted(state, &task.task_id).await?;
+        return Ok(Replayed::Redo(task.task_id));
+    }
+    let answer = match task.status {
+        TaskStatus::Queued | TaskStatus::Running if !synchronous && task.upstream_task_id.is_some() => {
+            accepted(endpoint, &task)
+        }
+        TaskStatus::Queued | TaskStatus::Running => return Err(in_progress()),
+        _ if tasks::did_no_work(&task) => return Ok(Replayed::Redo(task.task_id)),
+        TaskStatus::Failed if task.upstream_task_id.is_none() => {
+            // Refused before the upstream took it: the first answer was this error.
+            let (code, message) = task.error.as_ref().map_or(("UnknownError", ""), |e| (&e.code, &e.message));
+            return Err(UpstreamError::recorded(code, message, model.map_or("", |m| m.region)).into());
+        }
+        TaskStatus::Success if synchronous => match model {
+            Some(model) => sync_answer(endpoint, model, &task, None)?,
+            None => HttpResponse::Ok().json(tasks::view(&task)),
+        },
+        _ => HttpResponse::Ok().json(tasks::view(&task)),
+    };
+    Ok(Replayed::Answer(answer))
+}
+
+fn in_progress() -> ApiError {
+    ApiError::new(
+        ErrorCode::request_in_progress,
+        "The first request with this Idempotency-Key is still being processed; retry shortly with the same key.",
+    )
+    .with_retry_after(1)
 }
 
 /// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
 async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
     tasks::finish(state, task, TaskStatus::Cancelled, |t| {
         t.error = Some(crate::store::TaskError {
-            code: "client_disconnected".into(),
+            code: tasks::CLIENT_DISCONNECTED.into(),
             message: "The client disconnected before the result was ready; nothing was charged.".into(),
         });
     })
@@ -193,14 +245,14 @@ async fn run_sync(
         Ok(answer) => answer,
         Err(error) => {
             crate::metrics::upstream_error("create");
-            tasks::fail(&state, task, &error.code(), "the upstream refused the request").await?;
+            tasks::fail(&state, task, &error.code(), &error.detail()).await?;
             return Err(error.into());
         }
     };
     let reported: results::Reported = match answer.read() {
         Ok(reported) => reported,
         Err(error) => {
-            tasks::fail(&state, task, &error.code(), "the upstream answered something unreadable").await?;
+            tasks::fail(&state, task, &error.code(), &error.detail()).await?;
             return Err(error.into());
         }
     };
@@ -213,10 +265,21 @@ async fn run_sync(
     })
     .await?
     .ok_or_else(|| ApiError::internal("the synchronous task was not recorded"))?;
+    sync_answer(endpoint, admitted.model, &finished, Some(answer.read()?))
+}
+
+/// The answer of a finished synchronous task, in its endpoint's shape, with equivalent usage where the rules
+/// allow. `upstream` is the upstream's answer when there is one; a replay rebuilds it from the task.
+fn sync_answer(
+    endpoint: &EndpointSpec,
+    model: &crate::catalog::ModelSpec,
+    finished: &TaskRecord,
+    upstream: Option<Value>,
+) -> Result<HttpResponse, ApiError> {
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
     let projected = finished.billing.as_ref().and_then(|billing| {
         let list_price = billing.settlement.as_ref()?.list_price;
-        equivalent::tokens(admitted.model, list_price, billing.baseline, finished.usage.as_ref())
+        equivalent::tokens(model, list_price, billing.baseline, finished.usage.as_ref())
     });
     let mut response = HttpResponse::Ok();
     if projected.is_some() {
@@ -240,12 +303,22 @@ async fn run_sync(
                 .body(body)
         }
         SyncResponse::Upstream => {
-            let mut body = upstream_shape(answer.read()?, &finished.request_id);
+            let answer = upstream.unwrap_or_else(|| rebuilt_upstream_answer(finished));
+            let mut body = upstream_shape(answer, &finished.request_id);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }
             response.json(body)
         }
+    })
+}
+
+/// A synchronous upstream answer (`multimodal-generation`'s `choices`) made again from what its task kept.
+fn rebuilt_upstream_answer(task: &TaskRecord) -> Value {
+    let content: Vec<Value> = task.results.iter().map(|r| serde_json::json!({"image": r.url})).collect();
+    serde_json::json!({
+        "output": {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": content}}]},
+        "usage": task.usage.as_ref().map(Usage::to_value).unwrap_or_default(),
     })
 }
 

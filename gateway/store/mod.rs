@@ -26,7 +26,8 @@ mod writer;
 pub use accounts::{Account, KeyRecord, hash_key};
 pub use earmarks::Earmark;
 pub use tasks::{
-    Hold, IdempotencyRecord, Inserted, StoredTask, TaskError, TaskRecord, TaskRef, TaskResult, TaskStatus,
+    Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoredTask, TaskError, TaskRecord, TaskRef, TaskResult,
+    TaskStatus,
 };
 pub use tx::Tx;
 pub use writer::{Commit, Pending};

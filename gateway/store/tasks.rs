@@ -91,6 +91,17 @@ pub struct IdempotencyRecord {
     pub task_id: String,
 }
 
+/// An `Idempotency-Key` a new task claims.
+#[derive(Debug, Clone)]
+pub struct IdempotencyClaim {
+    /// The store key (account and client key).
+    pub key: String,
+    pub record: IdempotencyRecord,
+    /// A task the key may be taken over from: one that ended without doing its work (its submission was
+    /// interrupted, or its client went away), so a retry does the work instead of replaying nothing.
+    pub replacing: Option<String>,
+}
+
 /// A task as a write stored it, with the bytes it is stored as.
 #[derive(Debug, Clone)]
 pub struct StoredTask {
@@ -170,18 +181,20 @@ impl Store {
     pub fn add_task(
         &self,
         mut new: TaskRecord,
-        idempotency: Option<(String, IdempotencyRecord)>,
+        idempotency: Option<IdempotencyClaim>,
         hold: Option<Hold>,
         commit: Commit,
     ) -> Pending<Inserted> {
         let earmarks = self.earmarks.clone();
         self.queue(commit, move |tx: &Tx| {
             // Every refusal is decided before the first write, so a refused insert writes nothing.
-            if let Some((key, _)) = &idempotency {
+            if let Some(claim) = &idempotency {
                 let table = tx.open_table(IDEMPOTENCY)?;
                 let existing: Option<IdempotencyRecord> =
-                    table.get(key.as_str())?.map(|v| decode(v.value())).transpose()?;
-                if let Some(existing) = existing {
+                    table.get(claim.key.as_str())?.map(|v| decode(v.value())).transpose()?;
+                if let Some(existing) = existing
+                    && claim.replacing.as_deref() != Some(existing.task_id.as_str())
+                {
                     return Ok(Inserted::Duplicate(existing));
                 }
             }
@@ -192,8 +205,8 @@ impl Store {
                 },
                 None => None,
             };
-            if let Some((key, record)) = &idempotency {
-                tx.open_table(IDEMPOTENCY)?.insert(key.as_str(), encode(record)?.as_slice())?;
+            if let Some(claim) = &idempotency {
+                tx.open_table(IDEMPOTENCY)?.insert(claim.key.as_str(), encode(&claim.record)?.as_slice())?;
             }
             if let Some(earmark) = earmark {
                 let split = earmark.split().to_vec();

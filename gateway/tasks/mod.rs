@@ -139,7 +139,7 @@ pub async fn forward_async(
             Ok(task)
         }
         Err(error) => {
-            fail(state, task_id.as_str(), &error.code(), "the upstream refused the submission").await?;
+            fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;
             Err(error.into())
         }
     }
@@ -185,6 +185,31 @@ impl From<Box<StoredTask>> for OpenTask {
     fn from(task: Box<StoredTask>) -> OpenTask {
         OpenTask::Stored(task.into())
     }
+}
+
+/// The error of a task whose submission a restart cut short: nothing was charged, and a retry with its
+/// `Idempotency-Key` runs it.
+pub const SUBMISSION_INTERRUPTED: &str = "submission_interrupted";
+pub const SUBMISSION_INTERRUPTED_MESSAGE: &str = "The gateway restarted while submitting this task; nothing was charged. A retry with the same Idempotency-Key runs it.";
+/// The error of a synchronous task whose client went away before its result: nothing was charged.
+pub const CLIENT_DISCONNECTED: &str = "client_disconnected";
+
+/// Whether `task` ended without doing its work, so that a retry of it should do the work.
+pub fn did_no_work(task: &TaskRecord) -> bool {
+    task.status.is_terminal()
+        && task.upstream_task_id.is_none()
+        && task.error.as_ref().is_some_and(|e| e.code == SUBMISSION_INTERRUPTED || e.code == CLIENT_DISCONNECTED)
+}
+
+/// Whether `task` is live without an upstream task id from before this process started: its submission
+/// was cut short, since no handler of this process can be forwarding it.
+pub fn interrupted(state: &AppState, task: &TaskRecord) -> bool {
+    !task.status.is_terminal() && task.upstream_task_id.is_none() && task.created_ms < state.started_ms
+}
+
+/// Ends a task whose submission was cut short (see [`interrupted`]), giving its hold back.
+pub async fn end_interrupted(state: &AppState, task_id: &str) -> Result<Option<TaskRecord>, ApiError> {
+    fail(state, task_id, SUBMISSION_INTERRUPTED, SUBMISSION_INTERRUPTED_MESSAGE).await
 }
 
 /// Ends a task as failed (compare-and-swap from any live state).

@@ -359,11 +359,10 @@ impl Sweeper {
         if record.upstream_task_id.is_some() {
             self.learn_upstream(slot, &record);
             self.tracker.release(slot, TAKEN, Some(now));
-        } else if now - record.created_ms > ORPHAN_AFTER_MS {
+        } else if super::interrupted(&self.state, &record) || now - record.created_ms > ORPHAN_AFTER_MS {
             let ticket = self.ticket();
             self.tracker.hold(slot, ticket);
-            let (code, message) =
-                ("submission_interrupted", "The gateway stopped while submitting this task; nothing was charged.");
+            let (code, message) = (super::SUBMISSION_INTERRUPTED, super::SUBMISSION_INTERRUPTED_MESSAGE);
             self.store_jobs.push_back(StoreJob::Fail { slot, task: task_id, ticket, code, message });
         } else {
             self.tracker.release(slot, TAKEN, Some(record.created_ms + ORPHAN_AFTER_MS + 1));

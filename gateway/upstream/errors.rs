@@ -42,6 +42,31 @@ impl UpstreamError {
         }
     }
 
+    /// What a task that failed on this error records beside its code: the upstream's own message, or a
+    /// plain phrase (never a host or a key). [`UpstreamError::recorded`] reads the two back.
+    pub fn detail(&self) -> String {
+        match self {
+            UpstreamError::Answered { message, .. } => message.clone(),
+            UpstreamError::Timeout => "the upstream did not answer in time".into(),
+            UpstreamError::Transport(_) => "the upstream is unreachable".into(),
+            UpstreamError::Tls(reason) => reason.clone(),
+            UpstreamError::Malformed(_) => "the upstream answered something unreadable".into(),
+            UpstreamError::NotConfigured(region) => format!("no upstream is configured for region {region}"),
+        }
+    }
+
+    /// The error a task recorded (its `code` and `detail`, for a model of `region`), as the client first got it.
+    pub fn recorded(code: &str, detail: &str, region: &str) -> UpstreamError {
+        match code {
+            "UpstreamTimeout" => UpstreamError::Timeout,
+            "UpstreamUnreachable" => UpstreamError::Transport(detail.into()),
+            "UpstreamTlsFailed" => UpstreamError::Tls(detail.into()),
+            "UpstreamMalformed" => UpstreamError::Malformed(detail.into()),
+            "UpstreamNotConfigured" => UpstreamError::NotConfigured(region.into()),
+            code => UpstreamError::Answered { status: 0, code: code.into(), message: detail.into() },
+        }
+    }
+
     /// The upstream's code, or a gateway code for failures without one.
     pub fn code(&self) -> String {
         match self {
