@@ -72,6 +72,7 @@ catalogue! {
     internal_error => (500, "server_error"),
     upstream_error => (502, "upstream_error"),
     upstream_unavailable => (503, "upstream_error"),
+    storage_unavailable => (503, "server_error"),
     image_models_unavailable => (503, "server_error"),
     upstream_timeout => (504, "upstream_error"),
 }
@@ -152,6 +153,14 @@ impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
         use crate::store::Refusal;
         match e.refusal() {
+            None if e.is_unavailable() => {
+                tracing::error!(request_id = %request_id::current(), error = %e, "store unavailable");
+                ApiError::new(
+                    ErrorCode::storage_unavailable,
+                    "The gateway cannot store anything right now, so it accepted nothing; retry later.",
+                )
+                .with_retry_after(5)
+            }
             None => ApiError::internal(e),
             Some(Refusal::TooLarge) => ApiError::new(ErrorCode::invalid_parameter, e.reason()),
             Some(Refusal::Conflict) => ApiError::new(ErrorCode::conflict, e.reason()),

@@ -42,7 +42,19 @@ pub async fn run(
         }
         None => server.listen(listener)?,
     };
-    let served = server.run().await;
+    let server = server.run();
+    // A store that can no longer make writes durable stops the gateway: it exits non-zero, for its
+    // supervisor to restart it, and the restart replays the log (see ARCHITECTURE.md).
+    let (handle, store) = (server.handle(), state.store.clone());
+    actix_web::rt::spawn(async move {
+        store.broken().await;
+        tracing::error!("the store can no longer make writes durable: the gateway stops, to be restarted");
+        handle.stop(true).await;
+    });
+    let served = server.await;
+    if !state.store.writable() {
+        return Err(std::io::Error::other("stopped: the store could not make writes durable (is the disk full?)"));
+    }
     // The process may exit before every handle to the store is dropped: leave a file that opens fast.
     if let Err(e) = state.store.close() {
         tracing::error!(error = %e, "could not close the store");

@@ -10,15 +10,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics", web::get().to(metrics));
 }
 
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+/// Alive while the store can make writes durable: a gateway whose disk failed must be restarted (it stops
+/// by itself too), and a liveness probe says so.
+async fn healthz(state: web::Data<crate::state::AppState>) -> HttpResponse {
+    match state.store.writable() {
+        true => HttpResponse::Ok().json(serde_json::json!({"status": "ok"})),
+        false => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"})),
+    }
 }
 
-/// Ready once the store is open and the catalog compiled, which is before the server binds.
+/// Ready once the store is open and the catalog compiled (before the server binds), while the store can
+/// be read and can make writes durable.
 async fn readyz(state: web::Data<crate::state::AppState>) -> HttpResponse {
     match state.store.task("readiness-probe") {
-        Ok(_) => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
-        Err(_) => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "store unavailable"})),
+        Ok(_) if state.store.writable() => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
+        _ => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"})),
     }
 }
 

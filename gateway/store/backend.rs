@@ -3,6 +3,7 @@
 //! `sync_data`, adjacent pages reach the file with one call each, and reads see them meanwhile: a fraction
 //! of the system calls a page per call would make.
 
+use super::faults;
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
 use std::collections::BTreeMap;
@@ -68,6 +69,10 @@ impl GatheringBackend {
             }
         }
         for (start, run) in runs.into_iter().rev() {
+            if faults::at(faults::Point::StoreWrite)? == faults::Injected::Short {
+                self.file.write(start, &joined[run.start..run.start + run.len() / 2])?;
+                return Err(faults::enospc());
+            }
             self.file.write(start, &joined[run])?;
         }
         writes.clear();
@@ -127,6 +132,9 @@ impl StorageBackend for GatheringBackend {
 
     fn sync_data(&self) -> Result<(), io::Error> {
         self.write_out(&mut *self.pending()?)?;
+        if faults::at(faults::Point::StoreSync)? == faults::Injected::Short {
+            return Err(faults::enospc());
+        }
         self.file.sync_data()
     }
 

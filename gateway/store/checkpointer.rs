@@ -7,6 +7,7 @@ use super::StoreError;
 use super::overlay::{Changes, Layer, Overlay};
 use super::tables::{ALL, CHECKPOINT, META};
 use redb::Database;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -35,9 +36,15 @@ struct Request {
 }
 
 impl Checkpointer {
-    pub(super) fn start(db: Arc<Database>, overlay: Arc<Overlay>) -> Result<Checkpointer, StoreError> {
+    /// Starts the thread; it gives up retrying a failed checkpoint once `broken` is set (the store takes no
+    /// more writes then, and its log replays on the next start).
+    pub(super) fn start(
+        db: Arc<Database>,
+        overlay: Arc<Overlay>,
+        broken: Arc<AtomicBool>,
+    ) -> Result<Checkpointer, StoreError> {
         let (requests, queue) = mpsc::channel::<Request>();
-        let thread = super::threads::spawn("store-checkpoint", move || run(&db, &overlay, &queue))?;
+        let thread = super::threads::spawn("store-checkpoint", move || run(&db, &overlay, &queue, &broken))?;
         Ok(Checkpointer { requests: Some(requests), thread: Some(thread) })
     }
 
@@ -74,11 +81,11 @@ impl Drop for Checkpointer {
 
 /// Commits each layer asked for, retrying a failed one (the last one, on close, is tried once), and drops
 /// it from the overlay once committed.
-fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>) {
+fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, broken: &AtomicBool) {
     for Request { layer, seq, closing } in queue {
         let outcome = loop {
             match commit(db, &layer.changes(), seq, closing.is_some()) {
-                Err(e) if closing.is_none() => {
+                Err(e) if closing.is_none() && !broken.load(Ordering::Acquire) => {
                     tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
                     std::thread::sleep(RETRY_AFTER);
                 }

@@ -13,6 +13,7 @@ mod accounts;
 mod backend;
 mod checkpointer;
 mod earmarks;
+mod faults;
 pub mod ledger;
 mod overlay;
 mod syncer;
@@ -44,13 +45,21 @@ use std::sync::Arc;
 /// the rest.
 const CACHE_BYTES: usize = 64 << 20;
 
-/// Why a write did not happen: the store failed (the detail is logged, the client sees `internal_error`), or
-/// its rules refused the write (nothing was written; the client is told why).
+/// Why a write did not happen: the store failed (the detail is logged, the client sees `internal_error`),
+/// it can no longer make writes durable (the client sees `storage_unavailable`), or its rules refused the
+/// write (nothing was written; the client is told why).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("store: {message}")]
 pub struct StoreError {
     message: String,
-    refusal: Option<Refusal>,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Failure,
+    Unavailable,
+    Refused(Refusal),
 }
 
 /// A write the store's rules refuse.
@@ -63,18 +72,30 @@ pub enum Refusal {
 }
 
 impl StoreError {
-    /// A failure of the store itself (disk, encoding, a broken invariant).
+    /// A failure of the store itself (encoding, a broken invariant, a read of the file).
     pub fn new(message: impl Into<String>) -> StoreError {
-        StoreError { message: message.into(), refusal: None }
+        StoreError { message: message.into(), kind: Kind::Failure }
+    }
+
+    /// The store can no longer make writes durable (its disk failed or is full): nothing more is written.
+    pub fn unavailable(message: impl Into<String>) -> StoreError {
+        StoreError { message: message.into(), kind: Kind::Unavailable }
     }
 
     /// A write the store's rules refuse; nothing of it is written.
     pub fn refused(refusal: Refusal, message: impl Into<String>) -> StoreError {
-        StoreError { message: message.into(), refusal: Some(refusal) }
+        StoreError { message: message.into(), kind: Kind::Refused(refusal) }
     }
 
     pub fn refusal(&self) -> Option<Refusal> {
-        self.refusal
+        match self.kind {
+            Kind::Refused(refusal) => Some(refusal),
+            _ => None,
+        }
+    }
+
+    pub fn is_unavailable(&self) -> bool {
+        self.kind == Kind::Unavailable
     }
 
     /// What went wrong, without the `store:` prefix.
@@ -191,6 +212,17 @@ impl Store {
 
     /// Commits every queued write and stops taking writes, leaving a file the next start opens without a
     /// full repair. Call once the server has stopped.
+    /// Whether the store still makes writes durable: once its log cannot be written it takes none (each is
+    /// refused at once as unavailable), and the process should be restarted, which replays the log.
+    pub fn writable(&self) -> bool {
+        self.writer.running()
+    }
+
+    /// Resolves once the store can no longer make writes durable.
+    pub async fn broken(&self) {
+        self.writer.broken().await
+    }
+
     pub fn close(&self) -> Result<(), StoreError> {
         self.writer.close()
     }

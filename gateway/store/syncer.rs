@@ -15,7 +15,6 @@ use tokio::sync::watch;
 pub(super) struct Syncer {
     requests: Option<mpsc::Sender<Request>>,
     thread: Option<JoinHandle<()>>,
-    failed: Arc<AtomicBool>,
 }
 
 /// Make the log durable up to record `upto`, which is in log file `file`, then answer `jobs`.
@@ -26,16 +25,13 @@ struct Request {
 }
 
 impl Syncer {
-    /// Starts the thread; it publishes the last durable record's number on `durable`.
-    pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>) -> Result<Syncer, StoreError> {
+    /// Starts the thread; it publishes the last durable record's number on `durable`, and sets `broken`
+    /// (then stops) if a write fails.
+    pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>, broken: Arc<AtomicBool>) -> Result<Syncer, StoreError> {
         let files = wal.log_files();
         let (requests, queue) = mpsc::channel();
-        let failed = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let failed = failed.clone();
-            super::threads::spawn("store-syncer", move || run(&files, &queue, &durable, &failed))?
-        };
-        Ok(Syncer { requests: Some(requests), thread: Some(thread), failed })
+        let thread = super::threads::spawn("store-syncer", move || run(&files, &queue, &durable, &broken))?;
+        Ok(Syncer { requests: Some(requests), thread: Some(thread) })
     }
 
     /// Asks for log file `file` to be on disk up to record `upto`; `jobs` hear back once it is. Asked
@@ -43,11 +39,6 @@ impl Syncer {
     /// (the jobs then hear that their write was dropped).
     pub(super) fn sync(&self, file: usize, upto: u64, jobs: Vec<Box<dyn Job>>) -> bool {
         self.requests.as_ref().is_some_and(|requests| requests.send(Request { file, upto, jobs }).is_ok())
-    }
-
-    /// Whether a sync failed: nothing applied since can be made durable.
-    pub(super) fn failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
     }
 }
 
@@ -71,7 +62,7 @@ fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &wat
             .enumerate()
             .filter(|(index, _)| group.iter().any(|request| request.file == *index))
             .try_for_each(|(_, file)| file.write_out(&mut scratch))
-            .map_err(|e| StoreError::new(format!("write-ahead log write: {e}")));
+            .map_err(|e| StoreError::unavailable(format!("write-ahead log write: {e}")));
         match &outcome {
             Ok(()) => {
                 durable.send_if_modified(|last| {

@@ -242,7 +242,7 @@ impl Store {
     pub async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
         // A stopped writer could not store the task's end: refuse before the upstream is called.
         if !self.writer.running() {
-            return Err(StoreError::new("the store writer has stopped"));
+            return Err(StoreError::unavailable("the store can no longer make writes durable"));
         }
         if let Some(decided) = self.earmarks.try_earmark(account, hold) {
             return Ok(decided);

@@ -234,6 +234,11 @@ impl LogFile {
             buffer[len..].fill(0);
             (staged.cycle, staged.offset, len, buffer)
         };
+        if super::faults::at(super::faults::Point::LogWrite)? == super::faults::Injected::Short {
+            // A torn write: its first page reaches the file, then the disk is full.
+            self.file.write_all_at(&buffer[..PAGE.min(buffer.len())], offset)?;
+            return Err(super::faults::enospc());
+        }
         self.file.write_all_at(buffer, offset)?;
         let mut staged = self.staged();
         if staged.cycle == cycle {

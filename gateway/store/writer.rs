@@ -137,7 +137,7 @@ impl<T: Send + 'static> IntoFuture for Pending<T> {
 }
 
 fn dropped() -> StoreError {
-    StoreError::new("the store writer dropped a write")
+    StoreError::unavailable("the store writer stopped before the write was done")
 }
 
 /// Where a write's outcome goes: a future on the async paths, a blocked thread for the CLI and tools.
@@ -182,6 +182,9 @@ struct Progress {
     syncing: AtomicU64,
     /// Deferred writes are published but not logged yet. Set before they are published.
     open: AtomicBool,
+    /// The log could not be written: nothing more can be made durable, so no write is taken (each is
+    /// refused at once as `unavailable`). Set by the syncer or the writer; it stays set.
+    broken: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -195,14 +198,16 @@ impl Writer {
     ) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let last = wal.last_seq();
+        let broken = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(Progress {
             visible: AtomicU64::new(last),
             syncing: AtomicU64::new(last),
             open: AtomicBool::new(false),
+            broken: broken.clone(),
         });
         let (durable_tx, durable) = watch::channel(last);
-        let syncer = Syncer::start(&wal, durable_tx)?;
-        let checkpointer = Checkpointer::start(db.clone(), overlay.clone())?;
+        let syncer = Syncer::start(&wal, durable_tx, broken.clone())?;
+        let checkpointer = Checkpointer::start(db.clone(), overlay.clone(), broken)?;
         let thread = {
             let progress = progress.clone();
             super::threads::spawn("store-writer", move || {
@@ -268,7 +273,17 @@ impl Writer {
 
     /// Whether the writer still takes writes (it stops for good once its log cannot be written).
     pub(crate) fn running(&self) -> bool {
-        self.durable.has_changed().is_ok()
+        !self.progress.broken.load(Ordering::Acquire) && self.durable.has_changed().is_ok()
+    }
+
+    /// Resolves once the store can no longer make writes durable (never, while it can, or once it closed
+    /// cleanly).
+    pub(crate) async fn broken(&self) {
+        let mut durable = self.durable.clone();
+        while durable.changed().await.is_ok() {}
+        if !self.progress.broken.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Commits every queued write, checkpoints and stops the writer (later writes fail): for a stopping
@@ -280,7 +295,10 @@ impl Writer {
     }
 
     fn enqueue(&self, job: Box<dyn Job>) -> Result<(), StoreError> {
-        let stopped = || StoreError::new("the store writer has stopped");
+        let stopped = || StoreError::unavailable("the store can no longer make writes durable; it takes no more");
+        if self.progress.broken.load(Ordering::Acquire) {
+            return Err(stopped());
+        }
         self.shared.queue.as_ref().ok_or_else(stopped)?.send(job).map_err(|_| stopped())
     }
 }
@@ -312,8 +330,11 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
         let first = match jobs.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                if writing.progress.broken.load(Ordering::Acquire) {
+                    return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
+                }
                 if let Err(e) = writing.log_unlogged() {
-                    return stop(&e);
+                    return writing.stop(&e, jobs);
                 }
                 writing.checkpoint_if_due();
                 continue;
@@ -333,14 +354,14 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
-        if writing.syncer.failed() {
-            deliver(batch, &Err(StoreError::new("the store could not write its log to disk; it takes no more writes")));
-            return;
+        if writing.progress.broken.load(Ordering::Acquire) {
+            deliver(batch, &Err(StoreError::unavailable("the store could not write its log to disk")));
+            return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
         }
         let closes = batch.iter().any(|job| job.closes());
         let batch = match writing.apply(batch) {
             Ok(batch) => batch,
-            Err(e) => return stop(&e),
+            Err(e) => return writing.stop(&e, jobs),
         };
         if closes {
             let outcome = writing.close();
@@ -351,15 +372,10 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
         let (durable, deferred): (Vec<_>, Vec<_>) = batch.into_iter().partition(|job| job.commit() == Commit::Durable);
         deliver(deferred, &Ok(()));
         if !durable.is_empty() && !writing.syncer.sync(writing.wal.current(), writing.wal.last_seq(), durable) {
-            return stop(&StoreError::new("the store's log syncer stopped"));
+            return writing.stop(&StoreError::unavailable("the store's log syncer stopped"), jobs);
         }
         writing.checkpoint_if_due();
     }
-}
-
-/// What was published could not be made durable: no later write is taken.
-fn stop(e: &StoreError) {
-    tracing::error!(error = %e, "the store could not log its writes; it takes no more writes");
 }
 
 fn deliver(batch: Vec<Box<dyn Job>>, outcome: &Result<(), StoreError>) {
@@ -369,6 +385,14 @@ fn deliver(batch: Vec<Box<dyn Job>>, outcome: &Result<(), StoreError>) {
 }
 
 impl Writing<'_> {
+    /// What was published could not be made durable: no later write is taken. Every write queued is
+    /// refused now, and later ones at once (`Writer::enqueue`), so nothing waits for a writer that is gone.
+    fn stop(self, e: &StoreError, jobs: &mpsc::Receiver<Box<dyn Job>>) {
+        tracing::error!(error = %e, "the store could not log its writes; it takes no more writes");
+        self.progress.broken.store(true, Ordering::Release);
+        deliver(jobs.try_iter().collect(), &Err(StoreError::unavailable(e.reason())));
+    }
+
     /// How long to wait for a write before there is something else to do.
     fn idle_for(&self) -> Duration {
         if !self.unlogged.is_empty() {

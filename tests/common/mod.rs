@@ -268,6 +268,18 @@ impl Demo {
         content_type: &str,
         headers: &[(&str, &str)],
     ) -> Reply {
+        self.try_raw(method, path, body, content_type, headers).unwrap()
+    }
+
+    /// Any request; `Err` when no answer came (a refused connection, a closed one).
+    pub fn try_raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        content_type: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Reply, ureq::Error> {
         let agent = &self.agent;
         let url = self.url(path);
         let response = match (method, body) {
@@ -286,16 +298,16 @@ impl Demo {
                 r.send(body.unwrap_or("").as_bytes())
             }
         };
-        let mut response = response.unwrap();
+        let mut response = response?;
         let status = response.status().as_u16();
         let headers: Vec<(String, String)> = response
             .headers()
             .iter()
             .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
             .collect();
-        let bytes = response.body_mut().read_to_vec().unwrap();
+        let bytes = response.body_mut().read_to_vec()?;
         let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply { status, headers, json, bytes }
+        Ok(Reply { status, headers, json, bytes })
     }
 
     /// Polls a task until it is terminal.

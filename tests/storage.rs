@@ -1,0 +1,119 @@
+//! A store whose disk fails (full, or erroring): nothing is acknowledged that is not durable, every write is
+//! answered at once with 503 `storage_unavailable`, the probes say so, and the gateway exits non-zero for its
+//! supervisor to restart it; restarted once space is back, it has every acknowledged write and its money
+//! verifies. The faults come from the store's fault-injection layer (`MEDIAGATE_STORE_FAULTS`).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::Demo;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn t2v(prompt: &str) -> serde_json::Value {
+    json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 5})
+}
+
+/// Waits for the process to exit; its exit code.
+fn exit_code(demo: &mut Demo, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(status) = demo.process.child.try_wait().unwrap() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the gateway did not exit; stderr: {}", demo.process.stderr());
+}
+
+#[test]
+fn a_full_disk_is_answered_at_once_and_the_gateway_exits_for_a_restart_that_loses_nothing() {
+    for fault in ["log-write enospc", "log-write short", "log-write eio"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let faults = tmp.path().join("faults");
+        std::fs::write(&faults, "").unwrap();
+        let faults_env = faults.display().to_string();
+        let env = [("MEDIAGATE_STORE_FAULTS", faults_env.as_str())];
+        let listen = common::free_port();
+        let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+        let acknowledged = demo.post("/v1/videos/generations", &t2v("before the fault"));
+        assert_eq!(acknowledged.status, 200);
+        let task_id = acknowledged.json["task_id"].as_str().unwrap().to_string();
+
+        std::fs::write(&faults, format!("{fault}\n")).unwrap();
+        // Writes of every kind at once: the first to reach the store finds it broken and the gateway stops,
+        // so each is answered 503 at once, or (once it has stopped) not at all. None is acknowledged.
+        let started = Instant::now();
+        let auth = format!("Bearer {}", common::KEY);
+        let admin = format!("Bearer {}", common::ADMIN_TOKEN);
+        let video = t2v("during the fault").to_string();
+        let image = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a cat"}).to_string();
+        let top_up = json!({"amount": 1000}).to_string();
+        let writes = [
+            ("/v1/videos/generations", video.as_str(), auth.as_str()),
+            ("/v1/images/generations", image.as_str(), auth.as_str()),
+            ("/admin/v1/accounts/demo/top-up", top_up.as_str(), admin.as_str()),
+        ];
+        let replies: Vec<_> = std::thread::scope(|scope| {
+            let calls: Vec<_> = writes
+                .iter()
+                .map(|(path, body, auth)| {
+                    let demo = &demo;
+                    scope.spawn(move || {
+                        demo.try_raw("POST", path, Some(body), "application/json", &[("Authorization", auth)])
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|call| call.join().unwrap()).collect()
+        });
+        let answered: Vec<_> = replies.iter().flatten().collect();
+        assert!(!answered.is_empty(), "{fault}: no write was answered");
+        for reply in answered {
+            assert_eq!((reply.status, reply.code()), (503, "storage_unavailable"), "{fault}: {:?}", reply.json);
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{fault}: answered after {:?}", started.elapsed());
+        if let Ok(ready) = demo.try_raw("GET", "/readyz", None, "", &[]) {
+            assert_eq!(ready.status, 503, "{fault}");
+        }
+        assert_ne!(exit_code(&mut demo, Duration::from_secs(40)), Some(0), "{fault}");
+        assert!(demo.process.stderr().contains("the store can no longer make writes durable"), "{fault}");
+
+        // Space is back: a restart replays the log, and everything acknowledged is there.
+        std::fs::write(&faults, "").unwrap();
+        let demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+        let task = demo.wait_terminal(&task_id, Duration::from_secs(30));
+        assert_eq!(task["status"], "success", "{fault}: {task}");
+        assert_eq!(demo.post("/v1/videos/generations", &t2v("after the fault")).status, 200);
+        assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]), "{fault}");
+    }
+}
+
+#[test]
+fn failed_checkpoints_are_retried_while_the_log_keeps_every_acknowledged_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let faults = tmp.path().join("faults");
+    std::fs::write(&faults, "").unwrap();
+    let faults_env = faults.display().to_string();
+    let env = [("MEDIAGATE_STORE_FAULTS", faults_env.as_str())];
+    let listen = common::free_port();
+    let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+    std::fs::write(&faults, "store-sync eio\nstore-write short 0.5\n").unwrap();
+    let ids: Vec<String> = (0..5)
+        .map(|n| {
+            let reply = demo.post("/v1/videos/generations", &t2v(&format!("fox {n}")));
+            assert_eq!(reply.status, 200, "{:?}", reply.json);
+            reply.json["task_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(demo.get("/readyz").status, 200, "redb's failures alone leave the log taking writes");
+    assert!(demo.process.stderr().contains("store checkpoint failed"), "{}", demo.process.stderr());
+    // A crash while redb's file is failing: the restart replays what the log holds.
+    demo.kill();
+    std::fs::write(&faults, "").unwrap();
+    let demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+    for id in &ids {
+        assert_eq!(demo.wait_terminal(id, Duration::from_secs(30))["status"], "success");
+    }
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
