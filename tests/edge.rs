@@ -220,3 +220,28 @@ fn every_response_names_its_request() {
     assert_eq!(image.status, 200, "{:?}", image.json);
     assert!(id(&image).starts_with("img-"));
 }
+
+#[test]
+fn a_known_path_asked_with_another_method_is_a_405_naming_the_allowed_ones() {
+    let demo = Demo::start();
+    let auth = format!("Bearer {}", common::KEY);
+    let admin = format!("Bearer {}", common::ADMIN_TOKEN);
+    let empty = json!({});
+    for (method, path, allow, token) in [
+        ("GET", "/v1/videos/generations", "POST", &auth),
+        ("POST", "/v1/tasks/task-1", "GET", &auth),
+        ("GET", "/v1/tasks/task-1/cancel", "POST", &auth),
+        ("POST", "/v1/models", "GET", &auth),
+        ("POST", "/healthz", "GET", &auth),
+        ("GET", "/admin/v1/accounts", "POST", &admin),
+        ("POST", "/admin/v1/usage", "GET", &admin),
+    ] {
+        let body = (method == "POST").then_some(&empty);
+        let reply = demo.request(method, path, body, &[("Authorization", token)]);
+        assert_eq!((reply.status, reply.code()), (405, "method_not_allowed"), "{method} {path}: {:?}", reply.json);
+        assert_eq!(reply.header("Allow"), Some(allow), "{method} {path}");
+    }
+    // Both methods of the key routes still reach their handlers.
+    demo.account("acme", 0, 0, 0);
+    assert_eq!(demo.admin("/accounts/acme/keys", None).status, 200);
+}

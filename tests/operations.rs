@@ -159,3 +159,19 @@ fn a_config_pairing_a_model_with_another_region_is_refused_at_start_up() {
         assert!(message.contains(needle), "{needle} not in: {message}");
     }
 }
+
+#[test]
+fn the_usage_csv_keeps_every_field_whole_whatever_it_holds() {
+    let demo = Demo::start();
+    let refused = demo.admin("/accounts", Some(&json!({"name": "two\r\nlines"})));
+    assert_eq!((refused.status, refused.param()), (400, "name"));
+    let name = "acme, \"the\" one";
+    let key = demo.account(name, 100_000_000, 0, 0);
+    let body = serde_json::json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a cat"});
+    assert_eq!(demo.post_as(&key, "/v1/images/generations", &body).status, 200);
+    let csv_text = demo.admin("/usage?format=csv", None).bytes;
+    let mut reader = csv::Reader::from_reader(csv_text.as_slice());
+    let column = reader.headers().unwrap().iter().position(|h| h == "account").unwrap();
+    let accounts: Vec<String> = reader.records().map(|r| r.unwrap()[column].to_string()).collect();
+    assert!(accounts.iter().any(|a| a == name), "{accounts:?}");
+}

@@ -73,7 +73,7 @@ pub fn generate(spec: &Spec) -> String {
                 actix_web::web::resource(ENDPOINTS[#i].path)
                     .app_data(actix_web::web::Data::new(&ENDPOINTS[#i]))
                     .route(actix_web::web::post().to(crate::http::submit::submit))
-                    .default_service(actix_web::web::to(crate::http::method_not_allowed)),
+                    .default_service(actix_web::web::to(crate::http::post_only)),
             );
         }
     });

@@ -13,22 +13,22 @@ use serde_json::{Value, json};
 use std::future::{Ready, ready};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/admin/v1")
-            .route("/accounts", web::post().to(create_account))
-            .route("/accounts/{account}", web::get().to(show_account))
-            .route("/accounts/{account}/top-up", web::post().to(top_up))
-            .route("/accounts/{account}/plan", web::post().to(set_plan))
-            .route("/accounts/{account}/free-trial", web::post().to(grant_free_trial))
-            .route("/accounts/{account}/keys", web::post().to(create_key))
-            .route("/accounts/{account}/keys", web::get().to(list_keys))
-            .route("/accounts/{account}/keys/{prefix}/revoke", web::post().to(revoke_keys))
-            .route("/usage", web::get().to(usage))
-            .route("/tasks/{task_id}", web::get().to(task))
-            .route("/models", web::get().to(models))
-            .route("/models/{model}/{switch}", web::post().to(switch_model))
-            .route("/ledger/verify", web::get().to(verify)),
-    );
+    cfg.service(web::scope("/admin/v1").configure(|cfg| {
+        use super::mount;
+        mount(cfg, "/accounts", vec![("POST", web::post().to(create_account))]);
+        mount(cfg, "/accounts/{account}", vec![("GET", web::get().to(show_account))]);
+        mount(cfg, "/accounts/{account}/top-up", vec![("POST", web::post().to(top_up))]);
+        mount(cfg, "/accounts/{account}/plan", vec![("POST", web::post().to(set_plan))]);
+        mount(cfg, "/accounts/{account}/free-trial", vec![("POST", web::post().to(grant_free_trial))]);
+        let keys = vec![("GET", web::get().to(list_keys)), ("POST", web::post().to(create_key))];
+        mount(cfg, "/accounts/{account}/keys", keys);
+        mount(cfg, "/accounts/{account}/keys/{prefix}/revoke", vec![("POST", web::post().to(revoke_keys))]);
+        mount(cfg, "/usage", vec![("GET", web::get().to(usage))]);
+        mount(cfg, "/tasks/{task_id}", vec![("GET", web::get().to(task))]);
+        mount(cfg, "/models", vec![("GET", web::get().to(models))]);
+        mount(cfg, "/models/{model}/{switch}", vec![("POST", web::post().to(switch_model))]);
+        mount(cfg, "/ledger/verify", vec![("GET", web::get().to(verify))]);
+    }));
 }
 
 /// A request carrying the admin token.
@@ -103,8 +103,12 @@ async fn create_account(
     body: web::Json<NewAccount>,
 ) -> Result<HttpResponse, ApiError> {
     let name = body.name.trim();
-    if name.is_empty() || name.len() > 128 {
-        return Err(ApiError::new(ErrorCode::invalid_parameter, "`name` must be 1-128 characters.").with_param("name"));
+    if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
+        return Err(ApiError::new(
+            ErrorCode::invalid_parameter,
+            "`name` must be 1-128 characters, none of them a control character.",
+        )
+        .with_param("name"));
     }
     let owned = name.to_string();
     off_worker(&state, move |store| store.ensure_account(&owned)).await??;
@@ -282,19 +286,19 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
             Ok(HttpResponse::Ok().content_type("application/x-ndjson").body(body))
         }
         "csv" => {
-            let mut body = CSV_COLUMNS.join(",") + "\n";
+            let mut writer = csv::Writer::from_writer(Vec::new());
+            let failed = |e: csv::Error| ApiError::internal(format!("usage CSV: {e}"));
+            writer.write_record(CSV_COLUMNS).map_err(failed)?;
             for r in &records {
-                let row: Vec<String> = CSV_COLUMNS
-                    .iter()
-                    .map(|c| match &r[*c] {
-                        Value::String(s) => csv_field(s),
+                writer
+                    .write_record(CSV_COLUMNS.iter().map(|c| match &r[*c] {
+                        Value::String(s) => s.clone(),
                         Value::Null => String::new(),
-                        other => csv_field(&other.to_string()),
-                    })
-                    .collect();
-                body.push_str(&row.join(","));
-                body.push('\n');
+                        other => other.to_string(),
+                    }))
+                    .map_err(failed)?;
             }
+            let body = writer.into_inner().map_err(|e| ApiError::internal(format!("usage CSV: {e}")))?;
             Ok(HttpResponse::Ok().content_type("text/csv").body(body))
         }
         other => {
@@ -302,10 +306,6 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
                 .with_param("format"))
         }
     }
-}
-
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text.to_string() }
 }
 
 async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {

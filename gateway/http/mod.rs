@@ -110,7 +110,26 @@ async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError
     Err(ApiError::new(ErrorCode::not_found, format!("No route for {} {}.", req.method(), req.path())))
 }
 
-/// A known path asked with the wrong method.
-pub async fn method_not_allowed(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::new(ErrorCode::method_not_allowed, format!("{} does not accept {}.", req.path(), req.method())))
+/// Mounts `path` with `routes` (each a method's name and its route), answering any other method with a 405
+/// that names the allowed ones in `Allow`.
+pub fn mount(cfg: &mut web::ServiceConfig, path: &str, routes: Vec<(&'static str, actix_web::Route)>) {
+    let allow: std::sync::Arc<str> = routes.iter().map(|(method, _)| *method).collect::<Vec<_>>().join(", ").into();
+    let resource = routes.into_iter().fold(web::resource(path), |resource, (_, route)| resource.route(route));
+    cfg.service(resource.default_service(web::to(move |req: HttpRequest| method_not_allowed(req, allow.clone()))));
+}
+
+/// A known path asked with the wrong method: 405 in the envelope, with `Allow`.
+async fn method_not_allowed(req: HttpRequest, allow: std::sync::Arc<str>) -> actix_web::HttpResponse {
+    use actix_web::ResponseError;
+    let message = format!("{} does not accept {}; it accepts {allow}.", req.path(), req.method());
+    let mut response = ApiError::new(ErrorCode::method_not_allowed, message).error_response();
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(actix_web::http::header::ALLOW, value);
+    }
+    response
+}
+
+/// The 405 of a submit endpoint, which takes `POST` only (mounted by the generated route table).
+pub async fn post_only(req: HttpRequest) -> actix_web::HttpResponse {
+    method_not_allowed(req, "POST".into()).await
 }

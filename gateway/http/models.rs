@@ -8,9 +8,9 @@ use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/models", web::get().to(list))
-        .route("/v1/models/{model}", web::get().to(get))
-        .route("/v1/models/{model}/schema", web::get().to(schema));
+    super::mount(cfg, "/v1/models", vec![("GET", web::get().to(list))]);
+    super::mount(cfg, "/v1/models/{model}", vec![("GET", web::get().to(get))]);
+    super::mount(cfg, "/v1/models/{model}/schema", vec![("GET", web::get().to(schema))]);
 }
 
 async fn list(_: Caller, state: web::Data<AppState>) -> HttpResponse {

@@ -4,10 +4,10 @@ use crate::catalog::OPENAPI_JSON;
 use actix_web::{HttpResponse, web};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz))
-        .route("/openapi.json", web::get().to(openapi))
-        .route("/metrics", web::get().to(metrics));
+    super::mount(cfg, "/healthz", vec![("GET", web::get().to(healthz))]);
+    super::mount(cfg, "/readyz", vec![("GET", web::get().to(readyz))]);
+    super::mount(cfg, "/openapi.json", vec![("GET", web::get().to(openapi))]);
+    super::mount(cfg, "/metrics", vec![("GET", web::get().to(metrics))]);
 }
 
 /// Alive while the store can make writes durable: a gateway whose disk failed must be restarted (it stops

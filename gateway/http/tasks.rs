@@ -10,7 +10,8 @@ use actix_web::{HttpResponse, web};
 use std::sync::Arc;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/v1/tasks/{task_id}", web::get().to(get)).route("/v1/tasks/{task_id}/cancel", web::post().to(cancel));
+    super::mount(cfg, "/v1/tasks/{task_id}", vec![("GET", web::get().to(get))]);
+    super::mount(cfg, "/v1/tasks/{task_id}/cancel", vec![("POST", web::post().to(cancel))]);
 }
 
 async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {

@@ -215,6 +215,7 @@ impl Demo {
     /// A new account with a key and the given funds (micro-units); returns the key.
     pub fn account(&self, name: &str, balance: i64, trial: i64, plan: i64) -> String {
         assert_eq!(self.admin("/accounts", Some(&serde_json::json!({"name": name}))).status, 201);
+        let name = path_segment(name);
         if balance > 0 {
             assert_eq!(
                 self.admin(&format!("/accounts/{name}/top-up"), Some(&serde_json::json!({"amount": balance}))).status,
@@ -354,6 +355,16 @@ impl Reply {
 /// The endpoint path of a model, from `GET /v1/models`.
 pub fn endpoint_of(demo: &Demo, model: &str) -> String {
     demo.get(&format!("/v1/models/{model}")).json["endpoint"].as_str().unwrap().to_string()
+}
+
+/// `text` as one URL path segment: everything but letters, digits and `-._~` percent-encoded.
+pub fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// A free loopback port.

@@ -5559,18 +5559,18 @@ pub fn configure_submit_routes(cfg: &mut actix_web::web::ServiceConfig) {
         actix_web::web::resource(ENDPOINTS[0usize].path)
             .app_data(actix_web::web::Data::new(&ENDPOINTS[0usize]))
             .route(actix_web::web::post().to(crate::http::submit::submit))
-            .default_service(actix_web::web::to(crate::http::method_not_allowed)),
+            .default_service(actix_web::web::to(crate::http::post_only)),
     );
     cfg.service(
         actix_web::web::resource(ENDPOINTS[1usize].path)
             .app_data(actix_web::web::Data::new(&ENDPOINTS[1usize]))
             .route(actix_web::web::post().to(crate::http::submit::submit))
-            .default_service(actix_web::web::to(crate::http::method_not_allowed)),
+            .default_service(actix_web::web::to(crate::http::post_only)),
     );
     cfg.service(
         actix_web::web::resource(ENDPOINTS[2usize].path)
             .app_data(actix_web::web::Data::new(&ENDPOINTS[2usize]))
             .route(actix_web::web::post().to(crate::http::submit::submit))
-            .default_service(actix_web::web::to(crate::http::method_not_allowed)),
+            .default_service(actix_web::web::to(crate::http::post_only)),
     );
 }
