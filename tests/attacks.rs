@@ -203,3 +203,39 @@ fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarde
     assert_eq!(gateway.funds("acme").2, 100_000_000 - charged, "charged once, the interrupted hold given back");
     verified(&gateway);
 }
+
+#[test]
+fn a_task_the_upstream_finished_during_an_outage_past_its_deadline_is_not_timed_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::Process::spawn(
+        &["simulate", "--listen", "127.0.0.1:0", "--time-scale", "0.05", "--key-prefix", "k"],
+        &[("MEDIAGATE_LOG", "warn")],
+    );
+    let config = format!(
+        "max_task_seconds: 2\nupstreams:\n  cn-beijing: {{base_url: {}/cn-beijing, api_key_env: SIM_KEY, timeout_seconds: 1}}\n\
+         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n",
+        simulator.address()
+    );
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[("SIM_KEY", "k-cn-beijing")]);
+    let key = gateway.account("acme", 100_000_000, 0, 0);
+    let signal = |name: &str| {
+        let pid = simulator.child.id().to_string();
+        assert!(std::process::Command::new("kill").args([name, &pid]).status().unwrap().success());
+    };
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
+    let accepted = gateway.post_as(&key, "/v1/videos/generations", &body);
+    assert_eq!(accepted.status, 200);
+    // An outage longer than the deadline, during which the upstream's job finishes (its clock runs on).
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(4));
+    signal("-CONT");
+    let task = gateway.wait_terminal_as(&key, accepted.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
+    assert_eq!(task["status"], "success", "{task}");
+
+    // A task the upstream still runs at its deadline times out, as before.
+    let never = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox sim:never", "duration": 5});
+    let accepted = gateway.post_as(&key, "/v1/videos/generations", &never);
+    let task = gateway.wait_terminal_as(&key, accepted.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
+    assert_eq!(task["status"], "timeout", "{task}");
+    verified(&gateway);
+}

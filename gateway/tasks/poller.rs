@@ -37,6 +37,9 @@ const ORPHAN_AFTER_MS: i64 = 60_000;
 const QUERIES_IN_FLIGHT: usize = 64;
 /// Store writes the poller starts at once (timeouts, failures, RUNNING marks); the writer batches them.
 const STORE_WRITES_IN_FLIGHT: usize = 32;
+/// How long past its deadline a task the upstream cannot be asked about (an outage) is still asked about
+/// before it times out: the upstream may have finished it, and a timeout gives its money back for good.
+const LAST_LOOK_GRACE_MS: i64 = 60 * 60 * 1000;
 /// Shortest pause after a failed query or list.
 const RETRY_MS: i64 = 2000;
 
@@ -288,10 +291,18 @@ impl Sweeper {
             crate::metrics::poll_lag(now - due);
             let Some(task) = self.tracker.get(slot) else { continue };
             let (region, created) = (task.model.region, task.upstream_created);
-            if now >= task.deadline_ms {
+            let asked = task.upstream_id.is_some() && self.lanes.iter().any(|l| l.region == region);
+            if now >= task.deadline_ms && !asked {
                 let (task, ticket) = (task.task_id.clone(), self.ticket());
                 self.tracker.hold(slot, ticket);
                 self.store_jobs.push_back(StoreJob::Timeout { slot, task, ticket });
+            } else if now >= task.deadline_ms {
+                // A last look before giving up: the upstream may have finished it meanwhile.
+                let ticket = self.ticket();
+                self.tracker.hold(slot, ticket);
+                if let Some(lane) = self.lane(region) {
+                    lane.fetches.push_back((slot, ticket));
+                }
             } else if task.upstream_id.is_none() {
                 self.orphan(slot, now);
             } else if !self.lanes.iter().any(|l| l.region == region) {
@@ -519,6 +530,7 @@ impl Sweeper {
                     upstream_id,
                     region: task.model.region,
                     media: task.model.media,
+                    deadline_ms: task.deadline_ms,
                 };
                 actix_web::rt::spawn(query_task(state, keys, check, reports, permit));
             }
@@ -549,6 +561,7 @@ struct Check {
     upstream_id: Id,
     region: &'static str,
     media: Media,
+    deadline_ms: i64,
 }
 
 /// One list to page through.
@@ -589,7 +602,23 @@ async fn query_task(
         },
         Err(e) => query_failed(&check, &e),
     };
+    // Past its deadline, a task the upstream still runs times out. One the upstream could not be asked
+    // about is asked again, for a while: an answer not had says nothing about the task.
+    let now = now_ms();
+    let outcome = match outcome {
+        Outcome::Live { .. } if now >= check.deadline_ms => time_out(&state, &check.task).await,
+        Outcome::Unknown if now >= check.deadline_ms + LAST_LOOK_GRACE_MS => time_out(&state, &check.task).await,
+        outcome => outcome,
+    };
     let _ = reports.send(Report::Checked { ticket: check.ticket, slot: check.slot, outcome });
+}
+
+/// Ends a task past its deadline in `timeout` (its hold is given back).
+async fn time_out(state: &AppState, task_id: &str) -> Outcome {
+    let error =
+        TaskError { code: "timeout".into(), message: "The task did not finish before its model's deadline.".into() };
+    let written = finish(state, task_id, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
+    ended(task_id, written.map(|_| ()))
 }
 
 /// Never fails a task over a query error: it is asked about again later; the deadline bounds the wait.
@@ -675,12 +704,7 @@ async fn list_window(
 async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _permit: Permit) {
     let report = match job {
         StoreJob::Timeout { slot, task, ticket } => {
-            let error = TaskError {
-                code: "timeout".into(),
-                message: "The task did not finish before its model's deadline.".into(),
-            };
-            let written = finish(&state, &*task, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
-            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
+            Report::Checked { outcome: time_out(&state, &task).await, ticket, slot }
         }
         StoreJob::Fail { slot, task, ticket, code, message } => {
             let written = fail(&state, &*task, code, message).await;
