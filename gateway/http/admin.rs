@@ -122,6 +122,8 @@ async fn show_account(
 ) -> Result<HttpResponse, ApiError> {
     let mut view = account_view(&state, &account)?;
     view["keys"] = json!(state.store.keys_of(&account)?);
+    // Shown no sooner than durable, as task reads are: a crash must not undo what an answer showed.
+    state.store.caught_up().await?;
     Ok(HttpResponse::Ok().json(view))
 }
 
@@ -227,7 +229,9 @@ async fn create_key(
 
 async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
     account_exists(&state, &account)?;
-    Ok(HttpResponse::Ok().json(json!({"keys": state.store.keys_of(&account)?})))
+    let keys = state.store.keys_of(&account)?;
+    state.store.caught_up().await?;
+    Ok(HttpResponse::Ok().json(json!({"keys": keys})))
 }
 
 async fn revoke_keys(
@@ -280,6 +284,7 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
             && q.since.is_none_or(|s| at >= s)
             && q.until.is_none_or(|u| at <= u)
     })?;
+    state.store.caught_up().await?;
     match q.format.as_deref().unwrap_or("jsonl") {
         "jsonl" => {
             let body: String = records.iter().map(|r| format!("{r}\n")).collect();
@@ -313,6 +318,7 @@ async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) 
         .store
         .task(&task_id)?
         .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?;
+    state.store.caught_up().await?;
     let mut view = crate::tasks::view(&task);
     view["account"] = json!(task.account);
     view["key_prefix"] = json!(task.key_prefix);
@@ -354,6 +360,7 @@ async fn switch_model(
 }
 
 async fn verify(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let report = state.store.verify_ledger()?;
+    let store = state.store.clone();
+    let report = web::block(move || store.verify_ledger()).await.map_err(ApiError::internal)??;
     Ok(HttpResponse::Ok().json(report))
 }

@@ -126,7 +126,10 @@ pub(crate) fn funds_in(tx: &Tx, account: &str) -> Result<Funds, StoreError> {
 }
 
 /// An account's funds as `table` (`FUNDS`) holds them; none yet is nothing in every pot.
-fn funds_row(table: &ReadTable<'_, &'static str, &'static [u8]>, account: &str) -> Result<Funds, StoreError> {
+pub(crate) fn funds_row(
+    table: &ReadTable<'_, &'static str, &'static [u8]>,
+    account: &str,
+) -> Result<Funds, StoreError> {
     Ok(table.get(account)?.map(|v| decode(v.value())).transpose()?.unwrap_or_default())
 }
 
@@ -309,7 +312,8 @@ impl Store {
         let mut sums: BTreeMap<String, Funds> = BTreeMap::new();
         let mut last_seq = 0;
         let mut problems = Vec::new();
-        let tx = self.view()?;
+        // A snapshot: on a live store, entries and funds read at different moments would not agree.
+        let tx = self.overlay.snapshot(&self.db)?;
         let (all, tasks) = entries_and_tasks(&tx)?;
         for entry in &all {
             if entry.seq == last_seq {

@@ -301,6 +301,19 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_snapshot_sees_nothing_written_after_it_while_a_view_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.post(&[top_up(100)]).unwrap();
+        let balance =
+            |view: &overlay::View| ledger::funds_row(&view.open_table(FUNDS).unwrap(), "acme").unwrap().balance;
+        let (snapshot, view) = (store.overlay.snapshot(&store.db).unwrap(), store.view().unwrap());
+        store.post(&[top_up(50)]).unwrap();
+        assert_eq!((balance(&snapshot), balance(&view)), (100, 150));
+        assert!(store.verify_ledger().unwrap().problems.is_empty());
+    }
+
     /// A settled task as the sync lane stores it: nested records, a `Value`, options set and unset.
     fn settled_task() -> TaskRecord {
         serde_json::from_value(serde_json::json!({

@@ -29,7 +29,7 @@ type Entries = HashMap<Box<[u8]>, Option<Box<[u8]>>, foldhash::fast::RandomState
 type Change = (Box<[u8]>, Option<Box<[u8]>>);
 
 /// Changed keys of every table.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Changes {
     tables: [Entries; tables::COUNT],
     /// Per table, the greatest key given a value (a hint for [`ReadTable::last`]).
@@ -135,6 +135,18 @@ impl Overlay {
     pub(crate) fn view(&self, db: &Database) -> Result<View, StoreError> {
         let layers = self.layers();
         Ok(View { layers: layers.iter().cloned().collect(), read: db.begin_read()?, last_stored: Default::default() })
+    }
+
+    /// A view nothing changes once it is taken (a plain view keeps seeing what is published to the newest
+    /// layer): the newest layer is copied, whole batches only, since a publish takes its lock for a batch.
+    pub(crate) fn snapshot(&self, db: &Database) -> Result<View, StoreError> {
+        let layers = self.layers();
+        let mut held: Vec<Arc<Layer>> = layers.iter().cloned().collect();
+        if let Some(newest) = held.first_mut() {
+            let copy = newest.changes().clone();
+            *newest = Arc::new(Layer(RwLock::new(copy)));
+        }
+        Ok(View { layers: held, read: db.begin_read()?, last_stored: Default::default() })
     }
 
     /// Makes a batch's changes visible; `changes` is left empty, its room kept for the next batch.
