@@ -53,6 +53,7 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
         )
         .with_param("model"));
     }
+    body.values_mut().for_each(integral_numbers_as_integers);
     registry.validator(model)?.validate(&mut body).map_err(ApiError::invalid)?;
     for (field, default, send) in model.defaults {
         if *send && !body.contains_key(*field) {
@@ -67,4 +68,20 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
         .render(&mut envelope)
         .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, e.to_string()).with_param(e.field))?;
     Ok(Admitted { model, body, request, envelope: envelope.finish() })
+}
+
+/// JSON Schema counts `4.0` as an integer, so the published schemas accept it: the typed structs must
+/// too. Every number with no fractional part is made an integer (safe for `number` fields, which read
+/// integers as well).
+fn integral_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
+    }
 }

@@ -245,3 +245,25 @@ fn a_known_path_asked_with_another_method_is_a_405_naming_the_allowed_ones() {
     demo.account("acme", 0, 0, 0);
     assert_eq!(demo.admin("/accounts/acme/keys", None).status, 200);
 }
+
+#[test]
+fn the_published_schema_and_the_gateway_agree_on_what_they_can_both_state() {
+    let demo = Demo::start();
+    let cases = [
+        ("beta-image-2.0-pro_i2i", json!({"n": 2.0}), true),
+        ("beta-image-2.0-pro_i2i", json!({"size": "0*0"}), false),
+        ("beta-image-2.0-pro_i2i", json!({"size": "1024*01"}), false),
+        ("beta-image-2.0-pro_i2i", json!({"n": 2.5}), false),
+        ("beta-image-2.0-pro_t2i", json!({"n": 1.0, "size": "1024*1024"}), true),
+        ("alpha2.6-t2v_t2v", json!({"duration": 5.0}), true),
+    ];
+    for (model, extra, valid) in cases {
+        let mut body = common::examples().into_iter().find(|(stem, _)| stem == model).unwrap().1;
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let schema = demo.get(&format!("/v1/models/{model}/schema")).json;
+        let published = jsonschema::validator_for(&schema).unwrap().is_valid(&body);
+        let answer = demo.post(&common::endpoint_of(&demo, model), &body);
+        let admitted = answer.status < 300;
+        assert_eq!((published, admitted), (valid, valid), "{model} {extra}: {:?}", answer.json);
+    }
+}

@@ -232,6 +232,14 @@ pub fn field_schema(field: &Field, limit: Option<&Limit>) -> Value {
         }
     }
     if let Some(pixels) = &limit.pixels {
+        // JSON Schema cannot state a pixel count or an aspect ratio: said in words, and as `x-pixels`.
+        let rule = format!(
+            " Width times height must be {} to {} pixels, and width / height {} to {} (`x-pixels`: checked by the gateway, not by this schema).",
+            pixels.min_pixels, pixels.max_pixels, pixels.min_aspect, pixels.max_aspect
+        );
+        if let Some(Value::String(description)) = s.get_mut("description") {
+            description.push_str(&rule);
+        }
         s.insert(
             "x-pixels".into(),
             json!({
