@@ -211,14 +211,11 @@ pub(crate) fn append(
     Ok(Some(first))
 }
 
-/// Takes `count` sequence numbers for new entries; returns the first. A store written before the counter
-/// numbered its entries by the last row.
+/// Takes `count` sequence numbers for new entries; returns the first. The counter is written with the
+/// first entry, so a store without it has none and starts at 1.
 fn take_seqs(tx: &Tx, count: u64) -> Result<u64, StoreError> {
     let mut sequences = tx.open_table(SEQUENCES)?;
-    let first = match sequences.get(LEDGER_SEQ)? {
-        Some(next) => next.value(),
-        None => tx.open_table(LEDGER)?.last_key()?.map_or(1, |k| k.value() + 1),
-    };
+    let first = sequences.get(LEDGER_SEQ)?.map_or(1, |next| next.value());
     sequences.insert(LEDGER_SEQ, first + count)?;
     Ok(first)
 }

@@ -5,9 +5,9 @@
 //! and `.1` beside the database): durable writes are on disk before their caller hears back, so what a
 //! response says happened survives a crash; deferred writes (state no response has claimed yet) ride on
 //! the next durable one. A write lands in the log and in memory (`overlay`); redb's file is written only
-//! by checkpoints, on their own thread (`checkpointer`). Values are MessagePack maps keyed by field name
-//! (see [`encode`]), so records can grow fields without a migration. Reads run on the calling thread,
-//! through the overlay and a redb read transaction: they never wait for the writer.
+//! by checkpoints, on their own thread (`checkpointer`). Values are MessagePack arrays of their fields
+//! (see [`encode`]), so records can grow fields at their end without a migration. Reads run on the calling
+//! thread, through the overlay and a redb read transaction: they never wait for the writer.
 
 mod accounts;
 mod backend;
@@ -33,7 +33,7 @@ pub use tasks::{
 pub use tx::Tx;
 pub use writer::{Commit, Pending};
 
-pub(crate) use tables::{ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, USAGE_LOG};
+pub(crate) use tables::{ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS};
 
 use redb::{Database, ReadableTable};
 use serde::{Serialize, de::DeserializeOwned};
@@ -257,6 +257,13 @@ impl Store {
 /// ever gains fields at its end, each `#[serde(default)]` (an older record is a shorter array and reads with
 /// the default), and never skips one when serializing for the store (`Units` shows how to skip for JSON
 /// only): `tests::records_written_by_earlier_formats_still_read` holds records as each format wrote them.
+/// How many changes replay would take from a log file holding `bytes`: for the log reader's fuzzer
+/// (`fuzz/`), which feeds it damaged files.
+#[doc(hidden)]
+pub fn replay_log_bytes(bytes: &[u8]) -> Result<usize, StoreError> {
+    wal::replay_bytes(bytes)
+}
+
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     // Room for a task record at once, so it is not regrown and copied on the way.
     let mut bytes = Vec::with_capacity(1024);
@@ -264,13 +271,9 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     Ok(bytes)
 }
 
-/// Reads what [`encode`] wrote, a MessagePack map an older store wrote (a struct reads from either), or a
-/// JSON record from a store written before values were MessagePack (which never starts with `{`).
+/// Reads what [`encode`] wrote.
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
-    match bytes.first() {
-        Some(b'{') => Ok(serde_json::from_slice(bytes)?),
-        _ => Ok(rmp_serde::from_slice(bytes)?),
-    }
+    Ok(rmp_serde::from_slice(bytes)?)
 }
 
 #[cfg(test)]
@@ -392,30 +395,25 @@ mod tests {
                 assert_eq!(read(&hex::decode(hex).unwrap()), shown, "{name} as written before");
             }
             assert_eq!(read(&bytes), shown, "{name} as written now");
-            // Before the positional format: maps keyed by field name.
-            assert_eq!(read(&rmp_serde::to_vec_named(&shown).unwrap()), shown, "{name} as a map");
         }
     }
 
     #[test]
-    fn records_read_back_whole_from_messagepack_and_from_the_json_of_older_stores() {
+    fn records_read_back_whole_even_without_a_field_added_later() {
         let task = settled_task();
         let as_written = serde_json::to_value(&task).unwrap();
         let bytes = encode(&task).unwrap();
-        assert_ne!(bytes.first(), Some(&b'{'));
         assert_eq!(serde_json::to_value(decode::<TaskRecord>(&bytes).unwrap()).unwrap(), as_written);
-        let legacy = serde_json::to_vec(&task).unwrap();
-        assert_eq!(serde_json::to_value(decode::<TaskRecord>(&legacy).unwrap()).unwrap(), as_written);
         // A field added later at the end (`#[serde(default)]`) is missing from older records: they still read.
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
         assert_eq!(older.pop(), Some(as_written["billing"].clone()));
         assert!(decode::<TaskRecord>(&encode(&older).unwrap()).unwrap().billing.is_none());
     }
 
-    /// Each settled task is one line of the usage log, dated when it ended; a line an older store kept in
-    /// `USAGE_LOG` stands for its task, and a task with no settlement has none.
+    /// Each settled task is one line of the usage log, dated when it ended, oldest first; a task with no
+    /// settlement has none.
     #[test]
-    fn the_usage_log_is_each_settled_task_once_with_the_lines_older_stores_kept() {
+    fn the_usage_log_is_each_settled_task_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -433,24 +431,13 @@ mod tests {
         let mut unsettled = task("task-4", "acme", 4_000);
         (unsettled.status, unsettled.billing) = (TaskStatus::Running, None);
         add(unsettled);
-        let legacy = [
-            serde_json::json!({"at_ms": 2_000, "account": "acme", "task_id": "task-1", "kept": true}),
-            serde_json::json!({"at_ms": 500, "account": "acme", "task_id": "task-0", "kept": true}),
-        ];
-        let lines: Vec<Vec<u8>> = legacy.iter().map(|line| encode(line).unwrap()).collect();
-        let keep = move |tx: &Tx| {
-            let mut table = tx.open_table(USAGE_LOG)?;
-            lines.iter().zip(1..).try_for_each(|(line, seq)| table.insert(seq, line.as_slice()))
-        };
-        runtime.block_on(store.queue(Commit::Durable, keep).into_future()).unwrap();
         let acme = store.usage(|line| line["account"] == "acme").unwrap();
-        let seen: Vec<(&str, i64, bool)> = acme
-            .iter()
-            .map(|l| (l["task_id"].as_str().unwrap(), l["at_ms"].as_i64().unwrap(), l["kept"] == true))
-            .collect();
-        assert_eq!(seen, [("task-0", 500, true), ("task-1", 2_000, true), ("task-3", 3_000, false)]);
-        assert_eq!(acme[2]["charged"], 40_000);
-        assert_eq!(store.usage(|_| true).unwrap().len(), 4);
+        let seen: Vec<(&str, i64)> =
+            acme.iter().map(|l| (l["task_id"].as_str().unwrap(), l["at_ms"].as_i64().unwrap())).collect();
+        assert_eq!(seen, [("task-1", 1_000), ("task-3", 3_000)]);
+        assert_eq!(acme[1]["charged"], 40_000);
+        let all: Vec<_> = store.usage(|_| true).unwrap().iter().map(|l| l["task_id"].clone()).collect();
+        assert_eq!(all, ["task-1", "task-other", "task-3"]);
     }
 
     /// A change for the task as the caller last had it: applied while the store still holds that record,
@@ -477,37 +464,6 @@ mod tests {
         assert!(change(stored.into(), TaskStatus::Cancelled).is_none(), "the record it knew is gone");
         assert!(change(changed.task_id.as_str().into(), TaskStatus::Cancelled).is_none());
         assert_eq!(store.task(&changed.task_id).unwrap().unwrap().status, TaskStatus::Success);
-    }
-
-    /// The next ledger or usage-log number comes from the greatest key wherever it is: redb, a published
-    /// layer, or the write's own changes, and from the rows left when the greatest was removed.
-    #[test]
-    fn the_last_key_is_found_in_redb_the_overlay_and_a_writes_own_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        fn last(tx: &Tx) -> Result<Option<u64>, StoreError> {
-            Ok(tx.open_table(LEDGER)?.last_key()?.map(|key| key.value()))
-        }
-        fn insert(tx: &Tx, key: u64) -> Result<(), StoreError> {
-            tx.open_table(LEDGER)?.insert(key, b"row".as_slice())
-        }
-        let write = |store: &Store, op: fn(&Tx) -> Result<Option<u64>, StoreError>| {
-            runtime.block_on(store.queue(Commit::Durable, op).into_future()).unwrap()
-        };
-        let closed = Store::open(dir.path()).unwrap();
-        write(&closed, |tx| insert(tx, 1).and(insert(tx, 2)).and(Ok(None)));
-        drop(closed); // checkpointed on close: rows 1 and 2 are in redb alone
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(write(&store, last), Some(2));
-        write(&store, |tx| insert(tx, 3).and(Ok(None)));
-        assert_eq!(write(&store, last), Some(3), "a published layer");
-        assert_eq!(write(&store, |tx| insert(tx, 4).and_then(|()| last(tx))), Some(4), "the write's own");
-        assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(4).and_then(|()| last(tx))), Some(3));
-        assert_eq!(write(&store, |tx| tx.open_table(LEDGER)?.remove(3).and_then(|()| last(tx))), Some(2));
-        // A write that added a row and failed leaves no trace: the next number follows the rows there are.
-        let refused = |tx: &Tx| insert(tx, 5).and(Err::<(), _>(StoreError::new("refused")));
-        assert!(runtime.block_on(store.queue(Commit::Durable, refused).into_future()).is_err());
-        assert_eq!(write(&store, last), Some(2), "not the row of a write undone");
     }
 
     #[test]
@@ -642,16 +598,13 @@ mod tests {
         assert_eq!(recovered.verify_ledger().unwrap().entries, 4);
     }
 
-    /// A store written before the sequence counter numbers its next entry after its last row; an entry a
-    /// settlement holds under a number a row already has is reported.
+    /// An entry a settlement holds under a number a row already has is reported.
     #[test]
     fn ledger_entries_are_numbered_once_across_rows_and_settlements() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         store.post(&[top_up(1_000), top_up(2_000)]).unwrap();
-        let forget = |tx: &Tx| tx.open_table(tables::SEQUENCES)?.remove(tables::LEDGER_SEQ);
-        runtime.block_on(store.queue(Commit::Durable, forget).into_future()).unwrap();
         store.post(&[top_up(3_000)]).unwrap();
         let seqs: Vec<u64> = store.entries(None).unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [1, 2, 3]);

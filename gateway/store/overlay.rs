@@ -13,8 +13,7 @@
 use super::StoreError;
 use super::tables::{self, ALL};
 use redb::{
-    AccessGuard, Database, Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    TableHandle, Value,
+    AccessGuard, Database, Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, TableDefinition, TableHandle, Value,
 };
 use std::borrow::Borrow;
 use std::cell::{OnceCell, RefCell};
@@ -32,8 +31,6 @@ type Change = (Box<[u8]>, Option<Box<[u8]>>);
 #[derive(Default, Clone)]
 pub(crate) struct Changes {
     tables: [Entries; tables::COUNT],
-    /// Per table, the greatest key given a value (a hint for [`ReadTable::last`]).
-    greatest: [Option<Box<[u8]>>; tables::COUNT],
 }
 
 /// What a key was in a [`Changes`] before a change: absent, or the recorded change.
@@ -47,9 +44,6 @@ impl Changes {
 
     /// Records a change; returns what was recorded for the key before (for [`Changes::restore`]).
     pub(crate) fn put(&mut self, table: usize, key: &[u8], value: Option<&[u8]>) -> Previous {
-        if value.is_some() && self.greatest[table].as_deref().is_none_or(|g| ALL[table].compare(key, g).is_gt()) {
-            self.greatest[table] = Some(key.into());
-        }
         let value = value.map(Into::into);
         // A key changed again (an account's funds, many times a batch) keeps the copy it has.
         match self.tables[table].get_mut(key) {
@@ -64,11 +58,6 @@ impl Changes {
             Some(previous) => drop(self.tables[table].insert(key.into(), previous)),
             None => drop(self.tables[table].remove(key)),
         }
-        // The greatest key no longer there (a ledger entry of a write that failed): the greatest left.
-        if self.greatest[table].as_deref() == Some(key) && !matches!(self.get(table, key), Some(Some(_))) {
-            let given = self.tables[table].iter().filter(|(_, value)| value.is_some()).map(|(key, _)| key);
-            self.greatest[table] = given.max_by(|a, b| ALL[table].compare(a, b)).cloned();
-        }
     }
 
     /// Takes over every change of `newer`, which wins where both changed a key, and leaves it empty with its
@@ -77,14 +66,6 @@ impl Changes {
         for (table, entries) in newer.tables.iter_mut().enumerate() {
             self.tables[table].extend(entries.drain());
         }
-        for (table, greatest) in newer.greatest.iter_mut().enumerate() {
-            if let Some(key) = greatest.take() {
-                let ours = self.greatest[table].as_deref();
-                if ours.is_none_or(|g| ALL[table].compare(&key, g).is_gt()) {
-                    self.greatest[table] = Some(key);
-                }
-            }
-        }
     }
 
     /// No change, and room for as many as these.
@@ -92,7 +73,6 @@ impl Changes {
         let hasher = foldhash::fast::RandomState::default;
         Changes {
             tables: std::array::from_fn(|table| Entries::with_capacity_and_hasher(self.tables[table].len(), hasher())),
-            greatest: Default::default(),
         }
     }
 
@@ -134,7 +114,7 @@ impl Overlay {
     /// A consistent view of the store: see the module doc.
     pub(crate) fn view(&self, db: &Database) -> Result<View, StoreError> {
         let layers = self.layers();
-        Ok(View { layers: layers.iter().cloned().collect(), read: db.begin_read()?, last_stored: Default::default() })
+        Ok(View { layers: layers.iter().cloned().collect(), read: db.begin_read()? })
     }
 
     /// A view nothing changes once it is taken (a plain view keeps seeing what is published to the newest
@@ -146,7 +126,7 @@ impl Overlay {
             let copy = newest.changes().clone();
             *newest = Arc::new(Layer(RwLock::new(copy)));
         }
-        Ok(View { layers: held, read: db.begin_read()?, last_stored: Default::default() })
+        Ok(View { layers: held, read: db.begin_read()? })
     }
 
     /// Makes a batch's changes visible; `changes` is left empty, its room kept for the next batch.
@@ -183,8 +163,6 @@ impl Overlay {
 pub(crate) struct View {
     layers: Vec<Arc<Layer>>,
     read: ReadTransaction,
-    /// Per table, the greatest key in the redb snapshot, once asked for.
-    last_stored: [OnceCell<Option<Box<[u8]>>>; tables::COUNT],
 }
 
 impl View {
@@ -201,15 +179,13 @@ impl View {
         definition: TableDefinition<'static, K, V>,
         staged: Option<&'v RefCell<Changes>>,
     ) -> Result<ReadTable<'v, K, V>, StoreError> {
-        let id = tables::id(definition.name())?;
         Ok(ReadTable {
             layers: &self.layers,
             staged,
-            id,
+            id: tables::id(definition.name())?,
             read: &self.read,
             definition,
             redb: OnceCell::new(),
-            last_stored: &self.last_stored[id],
         })
     }
 }
@@ -242,7 +218,6 @@ pub struct ReadTable<'v, K: Key + 'static, V: Value + 'static> {
     definition: TableDefinition<'static, K, V>,
     /// Opened on first use: most of a write's reads are answered by the layers.
     redb: OnceCell<ReadOnlyTable<K, V>>,
-    last_stored: &'v OnceCell<Option<Box<[u8]>>>,
 }
 
 /// A row as the layers have it: `Some(None)` if removed, `None` if they do not have the key.
@@ -265,17 +240,12 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
     }
 
     fn in_layers(&self, key: &[u8]) -> Found {
-        self.in_layers_as(key, |found| found.map(Into::into))
-    }
-
-    /// What the newest layer that has `key` recorded for it, seen through `read`.
-    fn in_layers_as<T>(&self, key: &[u8], read: impl Fn(Option<&[u8]>) -> T) -> Option<T> {
         if let Some(staged) = self.staged
             && let Some(found) = staged.borrow().get(self.id, key)
         {
-            return Some(read(found));
+            return Some(found.map(Into::into));
         }
-        self.layers.iter().find_map(|layer| layer.changes().get(self.id, key).map(&read))
+        self.layers.iter().find_map(|layer| layer.changes().get(self.id, key).map(|found| found.map(Into::into)))
     }
 
     pub(crate) fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<Stored<V>>, StoreError> {
@@ -302,40 +272,6 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
             stored: self.redb()?.range::<K::SelfType<'_>>(..)?.peekable(),
             changed: changed.into_iter().peekable(),
         })
-    }
-
-    /// The greatest key (what the append-only logs number their next row from), without its value.
-    pub(crate) fn last_key(&self) -> Result<Option<Stored<K>>, StoreError> {
-        if self.last_stored.get().is_none() {
-            let last = self.redb()?.last()?.map(|(key, _)| K::as_bytes(&key.value()).as_ref().into());
-            self.last_stored.get_or_init(|| last);
-        }
-        // Newest first, so the first candidate is usually the greatest and the only one copied.
-        let mut greatest: Option<Box<[u8]>> = None;
-        let mut consider = |candidate: Option<&[u8]>| {
-            if let Some(candidate) = candidate
-                && greatest.as_deref().is_none_or(|g| K::compare(candidate, g).is_gt())
-            {
-                greatest = Some(candidate.into());
-            }
-        };
-        if let Some(staged) = self.staged {
-            consider(staged.borrow().greatest[self.id].as_deref());
-        }
-        for layer in self.layers {
-            consider(layer.changes().greatest[self.id].as_deref());
-        }
-        consider(self.last_stored.get().and_then(Option::as_deref));
-        let Some(key) = greatest else { return Ok(None) };
-        let found = match self.in_layers_as(&key, |found| found.is_some()) {
-            Some(found) => found,
-            None => self.redb()?.get(K::from_bytes(&key))?.is_some(),
-        };
-        if found {
-            return Ok(Some(Stored::owned(key)));
-        }
-        // The greatest key was removed since: find the last row the slow way.
-        Ok(self.iter()?.last().transpose()?.map(|(key, _)| key))
     }
 }
 

@@ -17,9 +17,6 @@ pub(crate) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("led
 pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("funds");
 /// Named counters: `LEDGER_SEQ`, the next ledger entry's sequence number (not every entry is a `LEDGER` row).
 pub(crate) const SEQUENCES: TableDefinition<&str, u64> = TableDefinition::new("sequences");
-/// Usage-log lines by sequence number, as stores kept them before the lines were read off settled tasks
-/// (`Store::usage`): read, never written.
-pub(crate) const USAGE_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_log");
 /// The store's own bookkeeping: the write-ahead log's checkpoint. Never logged itself.
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
@@ -70,11 +67,11 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 10;
+pub(crate) const COUNT: usize = 9;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] =
-    [&TASKS, &IN_FLIGHT, &LEDGER, &FUNDS, &SEQUENCES, &USAGE_LOG, &IDEMPOTENCY, &KEYS, &ACCOUNTS, &MODEL_SWITCHES];
+    [&TASKS, &IN_FLIGHT, &LEDGER, &FUNDS, &SEQUENCES, &IDEMPOTENCY, &KEYS, &ACCOUNTS, &MODEL_SWITCHES];
 
 /// The position in [`ALL`] of the table named `name`.
 pub(crate) fn id(name: &str) -> Result<usize, StoreError> {

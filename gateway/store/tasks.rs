@@ -4,12 +4,11 @@
 use super::Tx;
 use super::earmarks::{Book, Earmark};
 use super::ledger::{self, EntryKind, Keep, Posting, Shortfall};
-use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, USAGE_LOG, decode, encode};
+use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
 use crate::billing::UsageRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,25 +273,12 @@ impl Store {
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// The usage log's lines matching `filter`, oldest first: one per settled task, dated when it ended. A
-    /// store written before lines were read off their tasks also holds them in `USAGE_LOG`; each task
-    /// still has one line.
+    /// The usage log's lines matching `filter`, oldest first: one per settled task, dated when it ended.
     pub fn usage(&self, filter: impl Fn(&Value) -> bool) -> Result<Vec<Value>, StoreError> {
         let tx = self.view()?;
         let mut lines = Vec::new();
-        let mut logged = HashSet::new();
-        for row in tx.open_table(USAGE_LOG)?.iter()? {
-            let line: Value = decode(row?.1.value())?;
-            logged.insert(line["task_id"].as_str().unwrap_or_default().to_string());
-            if filter(&line) {
-                lines.push(line);
-            }
-        }
         for row in tx.open_table(TASKS)?.iter()? {
             let task: TaskRecord = decode(row?.1.value())?;
-            if logged.contains(&task.task_id) {
-                continue;
-            }
             let Some(line) = UsageRecord::of(&task) else { continue };
             let line = serde_json::to_value(line)?;
             if filter(&line) {
