@@ -16,6 +16,8 @@ mod earmarks;
 mod faults;
 pub mod ledger;
 mod overlay;
+#[cfg(test)]
+mod properties;
 mod syncer;
 mod tables;
 mod tasks;
