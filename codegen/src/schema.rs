@@ -32,8 +32,19 @@ pub fn operation_schema(spec: &Spec, op: &Operation, flavor: Flavor) -> Value {
 pub fn model_schema(spec: &Spec, model: &Model, flavor: Flavor) -> Value {
     let op = &spec.operations[&model.operation.value];
     let mut schema = object_schema(op, &model.limits, flavor);
+    let model_id = json!({"const": model.id.value, "description": "Public model id."});
+    // The model's id in the properties of the object, or of each variant's.
+    let objects: Vec<&mut Value> = match schema.get_mut("oneOf") {
+        Some(Value::Array(branches)) => branches.iter_mut().collect(),
+        _ => Vec::new(),
+    };
+    for branch in objects {
+        if let Some(Value::Object(props)) = branch.get_mut("properties") {
+            props.insert("model".into(), model_id.clone());
+        }
+    }
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        props.insert("model".into(), json!({"const": model.id.value, "description": "Public model id."}));
+        props.insert("model".into(), model_id);
     }
     schema.insert("$schema".into(), DRAFT.into());
     schema.insert("title".into(), format!("{} request", model.id.value).into());
@@ -42,6 +53,9 @@ pub fn model_schema(spec: &Spec, model: &Model, flavor: Flavor) -> Value {
 }
 
 fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavor) -> Map<String, Value> {
+    if flavor == Flavor::Published && op.variants.is_some() {
+        return published_variants(op, limits);
+    }
     let (mut props, mut required) = properties(&op.fields, limits, flavor);
     let mut all_of: Vec<Value> = Vec::new();
     if flavor == Flavor::Published {
@@ -54,33 +68,22 @@ fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavo
         let tags: Vec<Value> = variants.cases.keys().map(|k| k.clone().into()).collect();
         props.insert(variants.tag.clone(), json!({"type": "string", "enum": tags, "description": variants.summary}));
         required.push(variants.tag.clone());
-        // Every variant's field name, so the canonical flavour can refuse unknown fields by name with
-        // `additionalProperties` and forbid other variants' fields inside each branch.
+        // Every variant's field name, so that unknown fields are refused by name with `additionalProperties`
+        // and other variants' fields are forbidden inside each branch.
         let variant_fields: Vec<&String> =
             variants.cases.values().flat_map(|c| c.fields.keys()).filter(|k| !op.fields.contains_key(*k)).collect();
-        if flavor == Flavor::Canonical {
-            for name in &variant_fields {
-                props.insert((*name).clone(), Value::Bool(true));
-            }
+        for name in &variant_fields {
+            props.insert((*name).clone(), Value::Bool(true));
         }
         for (tag, case) in &variants.cases {
             let (mut case_props, case_required) = properties(&case.fields, limits, flavor);
-            if flavor == Flavor::Canonical {
-                for name in variant_fields.iter().filter(|n| !case.fields.contains_key(**n)) {
-                    case_props.insert((*name).clone(), Value::Bool(false));
-                }
+            for name in variant_fields.iter().filter(|n| !case.fields.contains_key(**n)) {
+                case_props.insert((*name).clone(), Value::Bool(false));
             }
             let mut then = Map::new();
             then.insert("properties".into(), Value::Object(case_props));
             if !case_required.is_empty() {
                 then.insert("required".into(), json!(case_required));
-            }
-            if flavor == Flavor::Published {
-                let mut rules: Vec<Value> = case.rules.iter().map(rule_schema).collect();
-                rules.extend(alias_rules(&case.fields));
-                if !rules.is_empty() {
-                    then.insert("allOf".into(), Value::Array(rules));
-                }
             }
             then.insert("description".into(), case.summary.clone().into());
             all_of.push(json!({
@@ -96,13 +99,52 @@ fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavo
         schema.insert("allOf".into(), Value::Array(all_of));
     }
     if !op.open {
-        let key = if op.variants.is_some() && flavor == Flavor::Published {
-            "unevaluatedProperties"
-        } else {
-            "additionalProperties"
-        };
-        schema.insert(key.into(), false.into());
+        schema.insert("additionalProperties".into(), false.into());
     }
+    schema
+}
+
+/// The published schema of an operation with variants (vace `function`): a `oneOf` of complete objects, one
+/// per variant, told apart by the tag's `const` (a discriminated union, which client generators and
+/// schemathesis can read), each with the common fields, its own, their rules and no others.
+fn published_variants(op: &Operation, limits: &BTreeMap<String, Limit>) -> Map<String, Value> {
+    let Some(variants) = &op.variants else { return Map::new() };
+    let (common, common_required) = properties(&op.fields, limits, Flavor::Published);
+    let mut common_rules: Vec<Value> = op.rules.iter().map(rule_schema).collect();
+    common_rules.extend(alias_rules(&op.fields));
+    let branches: Vec<Value> = variants
+        .cases
+        .iter()
+        .map(|(tag, case)| {
+            let (own, own_required) = properties(&case.fields, limits, Flavor::Published);
+            let mut props = common.clone();
+            props.extend(own);
+            props.insert(variants.tag.clone(), json!({"const": tag, "description": variants.summary}));
+            let mut required: Vec<String> = common_required.iter().chain(&own_required).cloned().collect();
+            required.push(variants.tag.clone());
+            required.sort();
+            required.dedup();
+            let mut rules = common_rules.clone();
+            rules.extend(case.rules.iter().map(rule_schema));
+            rules.extend(alias_rules(&case.fields));
+            let mut branch = Map::new();
+            branch.insert("type".into(), "object".into());
+            branch.insert("title".into(), format!("{} = {tag}", variants.tag).into());
+            branch.insert("description".into(), case.summary.clone().into());
+            branch.insert("properties".into(), Value::Object(props));
+            branch.insert("required".into(), json!(required));
+            if !rules.is_empty() {
+                branch.insert("allOf".into(), Value::Array(rules));
+            }
+            if !op.open {
+                branch.insert("additionalProperties".into(), false.into());
+            }
+            Value::Object(branch)
+        })
+        .collect();
+    let mut schema = Map::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("oneOf".into(), Value::Array(branches));
     schema
 }
 
