@@ -74,9 +74,10 @@ pub async fn submit(
         record: IdempotencyRecord { body_hash, task_id: task.task_id.clone() },
         replacing,
     });
-    // Deferred: the task and its hold reach the disk with the durable write that ends this request (the
-    // upstream task id, or the settlement), before any response names the task. A crash before then
-    // leaves nothing: no client heard of the task, and no hold stays stranded.
+    // Deferred: the task and its hold are durable with the write that ends this request (the upstream task
+    // id, or the settlement), before any response names the task. A crash before then may still leave them
+    // on disk (a checkpoint can commit them): no client heard of that task, and the next start ends it and
+    // gives its hold back (`tasks::interrupted`); a keyed retry runs it again.
     let task = match state.store.add_task(task, idem, Some(hold), Commit::Deferred).await? {
         Inserted::Stored(task) => task,
         Inserted::Duplicate(existing) => {
