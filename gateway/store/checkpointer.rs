@@ -5,9 +5,9 @@
 
 use super::StoreError;
 use super::overlay::{Changes, Layer, Overlay};
+use super::writer::Broken;
 use super::tables::{ALL, CHECKPOINT, META};
 use redb::Database;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -41,7 +41,7 @@ impl Checkpointer {
     pub(super) fn start(
         db: Arc<Database>,
         overlay: Arc<Overlay>,
-        broken: Arc<AtomicBool>,
+        broken: Arc<Broken>,
     ) -> Result<Checkpointer, StoreError> {
         let (requests, queue) = mpsc::channel::<Request>();
         let thread = super::threads::spawn("store-checkpoint", move || run(&db, &overlay, &queue, &broken))?;
@@ -81,11 +81,11 @@ impl Drop for Checkpointer {
 
 /// Commits each layer asked for, retrying a failed one (the last one, on close, is tried once), and drops
 /// it from the overlay once committed.
-fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, broken: &AtomicBool) {
+fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, broken: &Broken) {
     for Request { layer, seq, closing } in queue {
         let outcome = loop {
             match commit(db, &layer.changes(), seq, closing.is_some()) {
-                Err(e) if closing.is_none() && !broken.load(Ordering::Acquire) => {
+                Err(e) if closing.is_none() && !broken.is_set() => {
                     tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
                     std::thread::sleep(RETRY_AFTER);
                 }

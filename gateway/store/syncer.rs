@@ -4,9 +4,8 @@
 
 use super::StoreError;
 use super::wal::{LogFile, Scratch, Wal};
-use super::writer::Job;
+use super::writer::{Broken, Job};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use tokio::sync::watch;
@@ -27,7 +26,7 @@ struct Request {
 impl Syncer {
     /// Starts the thread; it publishes the last durable record's number on `durable`, and sets `broken`
     /// (then stops) if a write fails.
-    pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>, broken: Arc<AtomicBool>) -> Result<Syncer, StoreError> {
+    pub(super) fn start(wal: &Wal, durable: watch::Sender<u64>, broken: Arc<Broken>) -> Result<Syncer, StoreError> {
         let files = wal.log_files();
         let (requests, queue) = mpsc::channel();
         let thread = super::threads::spawn("store-syncer", move || run(&files, &queue, &durable, &broken))?;
@@ -51,7 +50,7 @@ impl Drop for Syncer {
     }
 }
 
-fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, failed: &AtomicBool) {
+fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &watch::Sender<u64>, broken: &Broken) {
     let mut scratch = Scratch::default();
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
@@ -73,7 +72,7 @@ fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &wat
             }
             Err(e) => {
                 tracing::error!(error = %e, "the store could not write its log to disk; it takes no more writes");
-                failed.store(true, Ordering::Release);
+                broken.set();
             }
         }
         for job in group.into_iter().flat_map(|request| request.jobs) {

@@ -184,7 +184,33 @@ struct Progress {
     open: AtomicBool,
     /// The log could not be written: nothing more can be made durable, so no write is taken (each is
     /// refused at once as `unavailable`). Set by the syncer or the writer; it stays set.
-    broken: Arc<AtomicBool>,
+    broken: Arc<Broken>,
+}
+
+/// Set once, for good, when the log cannot be written: read at once on every write, and awaited (without a
+/// wake-up per sync) by whoever must stop the process.
+pub(super) struct Broken {
+    flag: AtomicBool,
+    signal: watch::Sender<bool>,
+}
+
+impl Broken {
+    fn new() -> Broken {
+        Broken { flag: AtomicBool::new(false), signal: watch::channel(false).0 }
+    }
+
+    pub(super) fn set(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.signal.send_replace(true);
+    }
+
+    pub(super) fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    async fn wait(&self) {
+        let _ = self.signal.subscribe().wait_for(|broken| *broken).await;
+    }
 }
 
 impl Writer {
@@ -198,7 +224,7 @@ impl Writer {
     ) -> Result<Writer, StoreError> {
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let last = wal.last_seq();
-        let broken = Arc::new(AtomicBool::new(false));
+        let broken = Arc::new(Broken::new());
         let progress = Arc::new(Progress {
             visible: AtomicU64::new(last),
             syncing: AtomicU64::new(last),
@@ -273,17 +299,13 @@ impl Writer {
 
     /// Whether the writer still takes writes (it stops for good once its log cannot be written).
     pub(crate) fn running(&self) -> bool {
-        !self.progress.broken.load(Ordering::Acquire) && self.durable.has_changed().is_ok()
+        !self.progress.broken.is_set() && self.durable.has_changed().is_ok()
     }
 
     /// Resolves once the store can no longer make writes durable (never, while it can, or once it closed
     /// cleanly).
     pub(crate) async fn broken(&self) {
-        let mut durable = self.durable.clone();
-        while durable.changed().await.is_ok() {}
-        if !self.progress.broken.load(Ordering::Acquire) {
-            std::future::pending::<()>().await;
-        }
+        self.progress.broken.wait().await
     }
 
     /// Commits every queued write, checkpoints and stops the writer (later writes fail): for a stopping
@@ -296,7 +318,7 @@ impl Writer {
 
     fn enqueue(&self, job: Box<dyn Job>) -> Result<(), StoreError> {
         let stopped = || StoreError::unavailable("the store can no longer make writes durable; it takes no more");
-        if self.progress.broken.load(Ordering::Acquire) {
+        if self.progress.broken.is_set() {
             return Err(stopped());
         }
         self.shared.queue.as_ref().ok_or_else(stopped)?.send(job).map_err(|_| stopped())
@@ -330,7 +352,7 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
         let first = match jobs.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if writing.progress.broken.load(Ordering::Acquire) {
+                if writing.progress.broken.is_set() {
                     return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
                 }
                 if let Err(e) = writing.log_unlogged() {
@@ -354,7 +376,7 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
                 Err(_) => break,
             }
         }
-        if writing.progress.broken.load(Ordering::Acquire) {
+        if writing.progress.broken.is_set() {
             deliver(batch, &Err(StoreError::unavailable("the store could not write its log to disk")));
             return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
         }
@@ -389,7 +411,7 @@ impl Writing<'_> {
     /// refused now, and later ones at once (`Writer::enqueue`), so nothing waits for a writer that is gone.
     fn stop(self, e: &StoreError, jobs: &mpsc::Receiver<Box<dyn Job>>) {
         tracing::error!(error = %e, "the store could not log its writes; it takes no more writes");
-        self.progress.broken.store(true, Ordering::Release);
+        self.progress.broken.set();
         deliver(jobs.try_iter().collect(), &Err(StoreError::unavailable(e.reason())));
     }
 
