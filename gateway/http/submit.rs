@@ -266,16 +266,17 @@ async fn run_sync(
     })
     .await?
     .ok_or_else(|| ApiError::internal("the synchronous task was not recorded"))?;
-    sync_answer(endpoint, admitted.model, &finished, Some(answer.read()?))
+    sync_answer(endpoint, admitted.model, &finished, Some(&answer))
 }
 
 /// The answer of a finished synchronous task, in its endpoint's shape, with equivalent usage where the rules
-/// allow. `upstream` is the upstream's answer when there is one; a replay rebuilds it from the task.
+/// allow. `upstream` is the upstream's answer when there is one (read only for the shape that passes it
+/// on); a replay rebuilds it from the task.
 fn sync_answer(
     endpoint: &EndpointSpec,
     model: &crate::catalog::ModelSpec,
     finished: &TaskRecord,
-    upstream: Option<Value>,
+    upstream: Option<&client::Answer>,
 ) -> Result<HttpResponse, ApiError> {
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
     let projected = finished.billing.as_ref().and_then(|billing| {
@@ -304,7 +305,10 @@ fn sync_answer(
                 .body(body)
         }
         SyncResponse::Upstream => {
-            let answer = upstream.unwrap_or_else(|| rebuilt_upstream_answer(finished));
+            let answer = match upstream {
+                Some(answer) => answer.read()?,
+                None => rebuilt_upstream_answer(finished),
+            };
             let mut body = upstream_shape(answer, &finished.request_id);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
