@@ -5,8 +5,8 @@
 
 use super::StoreError;
 use super::overlay::{Changes, Layer, Overlay};
-use super::writer::Broken;
 use super::tables::{ALL, CHECKPOINT, META};
+use super::writer::Broken;
 use redb::Database;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
