@@ -64,6 +64,28 @@ fn usage_that_makes_no_sense_is_billed_at_the_request_price_and_never_pays_the_a
     verified(&demo);
 }
 
+/// A keyed POST sent from another thread, which is expected to get no answer (the gateway dies under it):
+/// whether it got one.
+fn first_attempt(
+    base: &str,
+    key: &str,
+    idempotency: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> std::thread::JoinHandle<bool> {
+    let (url, auth, idempotency, body) =
+        (format!("{base}{path}"), format!("Bearer {key}"), idempotency.to_string(), body.clone());
+    std::thread::spawn(move || {
+        ureq::post(&url).header("Authorization", &auth).header("Idempotency-Key", &idempotency).send_json(&body).is_ok()
+    })
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `process`.
+fn signal(process: &common::Process, signal: &str) {
+    let pid = process.child.id().to_string();
+    assert!(std::process::Command::new("kill").args([signal, &pid]).status().unwrap().success());
+}
+
 /// A request with an `Idempotency-Key`, as `key`'s account.
 fn keyed(demo: &Demo, key: &str, idempotency: &str, path: &str, body: &serde_json::Value) -> common::Reply {
     let auth = format!("Bearer {key}");
@@ -129,14 +151,7 @@ fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once()
     let mut demo = Demo::start_in(tmp.path(), &listen, 0.05);
     let key = demo.account("acme", 100_000_000, 0, 0);
     let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a slow cat sim:slow"});
-    let (base, first_key, first_body) = (demo.base.clone(), key.clone(), body.clone());
-    let first = std::thread::spawn(move || {
-        ureq::post(&format!("{base}/v1/images/generations"))
-            .header("Authorization", &format!("Bearer {first_key}"))
-            .header("Idempotency-Key", "crash-1")
-            .send_json(&first_body)
-            .is_ok()
-    });
+    let first = first_attempt(&demo.base, &key, "crash-1", "/v1/images/generations", &body);
     std::thread::sleep(Duration::from_secs(1));
     demo.kill();
     assert!(!first.join().unwrap(), "the first attempt got no answer");
@@ -176,23 +191,12 @@ fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarde
     let mut gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
     let key = gateway.account("acme", 100_000_000, 0, 0);
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
-    let signal = |name: &str| {
-        let pid = simulator.child.id().to_string();
-        assert!(std::process::Command::new("kill").args([name, &pid]).status().unwrap().success());
-    };
-    signal("-STOP");
-    let (base, first_key, first_body) = (gateway.base.clone(), key.clone(), body.clone());
-    let first = std::thread::spawn(move || {
-        ureq::post(&format!("{base}/v1/videos/generations"))
-            .header("Authorization", &format!("Bearer {first_key}"))
-            .header("Idempotency-Key", "crash-2")
-            .send_json(&first_body)
-            .is_ok()
-    });
+    signal(&simulator, "-STOP");
+    let first = first_attempt(&gateway.base, &key, "crash-2", "/v1/videos/generations", &body);
     std::thread::sleep(Duration::from_millis(700));
     gateway.kill();
     assert!(!first.join().unwrap(), "the first attempt got no answer");
-    signal("-CONT");
+    signal(&simulator, "-CONT");
 
     let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
     let retry = keyed(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
@@ -218,17 +222,13 @@ fn a_task_the_upstream_finished_during_an_outage_past_its_deadline_is_not_timed_
     );
     let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[("SIM_KEY", "k-cn-beijing")]);
     let key = gateway.account("acme", 100_000_000, 0, 0);
-    let signal = |name: &str| {
-        let pid = simulator.child.id().to_string();
-        assert!(std::process::Command::new("kill").args([name, &pid]).status().unwrap().success());
-    };
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
     let accepted = gateway.post_as(&key, "/v1/videos/generations", &body);
     assert_eq!(accepted.status, 200);
     // An outage longer than the deadline, during which the upstream's job finishes (its clock runs on).
-    signal("-STOP");
+    signal(&simulator, "-STOP");
     std::thread::sleep(Duration::from_secs(4));
-    signal("-CONT");
+    signal(&simulator, "-CONT");
     let task = gateway.wait_terminal_as(&key, accepted.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
     assert_eq!(task["status"], "success", "{task}");
 

@@ -14,6 +14,16 @@ fn t2v(prompt: &str) -> serde_json::Value {
     json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 5})
 }
 
+/// A demo on `dir` whose store faults are planned in the file it returns (empty at first).
+fn demo_with_faults(dir: &std::path::Path, listen: &str) -> (Demo, std::path::PathBuf) {
+    let faults = dir.join("faults");
+    if !faults.exists() {
+        std::fs::write(&faults, "").unwrap();
+    }
+    let env = faults.display().to_string();
+    (Demo::start_with(dir, listen, 0.05, "", &[("MEDIAGATE_STORE_FAULTS", env.as_str())]), faults)
+}
+
 /// Waits for the process to exit; its exit code.
 fn exit_code(demo: &mut Demo, within: Duration) -> Option<i32> {
     let deadline = Instant::now() + within;
@@ -30,12 +40,8 @@ fn exit_code(demo: &mut Demo, within: Duration) -> Option<i32> {
 fn a_full_disk_is_answered_at_once_and_the_gateway_exits_for_a_restart_that_loses_nothing() {
     for fault in ["log-write enospc", "log-write short", "log-write eio"] {
         let tmp = tempfile::tempdir().unwrap();
-        let faults = tmp.path().join("faults");
-        std::fs::write(&faults, "").unwrap();
-        let faults_env = faults.display().to_string();
-        let env = [("MEDIAGATE_STORE_FAULTS", faults_env.as_str())];
         let listen = common::free_port();
-        let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+        let (mut demo, faults) = demo_with_faults(tmp.path(), &listen);
         let acknowledged = demo.post("/v1/videos/generations", &t2v("before the fault"));
         assert_eq!(acknowledged.status, 200);
         let task_id = acknowledged.json["task_id"].as_str().unwrap().to_string();
@@ -80,7 +86,7 @@ fn a_full_disk_is_answered_at_once_and_the_gateway_exits_for_a_restart_that_lose
 
         // Space is back: a restart replays the log, and everything acknowledged is there.
         std::fs::write(&faults, "").unwrap();
-        let demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+        let (demo, _) = demo_with_faults(tmp.path(), &listen);
         let task = demo.wait_terminal(&task_id, Duration::from_secs(30));
         assert_eq!(task["status"], "success", "{fault}: {task}");
         assert_eq!(demo.post("/v1/videos/generations", &t2v("after the fault")).status, 200);
@@ -91,12 +97,8 @@ fn a_full_disk_is_answered_at_once_and_the_gateway_exits_for_a_restart_that_lose
 #[test]
 fn failed_checkpoints_are_retried_while_the_log_keeps_every_acknowledged_write() {
     let tmp = tempfile::tempdir().unwrap();
-    let faults = tmp.path().join("faults");
-    std::fs::write(&faults, "").unwrap();
-    let faults_env = faults.display().to_string();
-    let env = [("MEDIAGATE_STORE_FAULTS", faults_env.as_str())];
     let listen = common::free_port();
-    let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+    let (mut demo, faults) = demo_with_faults(tmp.path(), &listen);
     std::fs::write(&faults, "store-sync eio\nstore-write short 0.5\n").unwrap();
     let ids: Vec<String> = (0..5)
         .map(|n| {
@@ -111,7 +113,7 @@ fn failed_checkpoints_are_retried_while_the_log_keeps_every_acknowledged_write()
     // A crash while redb's file is failing: the restart replays what the log holds.
     demo.kill();
     std::fs::write(&faults, "").unwrap();
-    let demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &env);
+    let (demo, _) = demo_with_faults(tmp.path(), &listen);
     for id in &ids {
         assert_eq!(demo.wait_terminal(id, Duration::from_secs(30))["status"], "success");
     }
