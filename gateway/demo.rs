@@ -42,9 +42,10 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     let regions = crate::catalog::REGIONS;
     let upstream_key = |region: &str| format!("demo-upstream-{region}");
     // With TLS the simulator listens on a loopback port of its own; its CA is written beside its tasks.
-    let tls_listener = match options.upstream_tls {
-        true => Some(std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind the simulator: {e}"))?),
-        false => None,
+    let tls_listener = if options.upstream_tls {
+        Some(std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind the simulator: {e}"))?)
+    } else {
+        None
     };
     let public_base = match &tls_listener {
         Some(listener) => format!("https://{}", listener.local_addr().map_err(|e| e.to_string())?),

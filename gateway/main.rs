@@ -246,15 +246,14 @@ fn simulate(args: SimulateArgs) -> Result<(), String> {
         .collect();
     let listener = std::net::TcpListener::bind(args.listen).map_err(|e| format!("bind {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let tls = match args.tls {
-        false => None,
-        true => {
-            let ca_out = args.ca_out.clone().unwrap_or_else(|| match &args.data_dir {
-                Some(dir) => dir.join("simulator-ca.pem"),
-                None => std::env::temp_dir().join(format!("mediagate-simulator-{}-ca.pem", addr.port())),
-            });
-            Some((mediagate::simulator::tls::generate(&ca_out)?, ca_out))
-        }
+    let tls = if args.tls {
+        let ca_out = args.ca_out.clone().unwrap_or_else(|| match &args.data_dir {
+            Some(dir) => dir.join("simulator-ca.pem"),
+            None => std::env::temp_dir().join(format!("mediagate-simulator-{}-ca.pem", addr.port())),
+        });
+        Some((mediagate::simulator::tls::generate(&ca_out)?, ca_out))
+    } else {
+        None
     };
     let public_base = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
     let config = mediagate::simulator::SimulatorConfig {
