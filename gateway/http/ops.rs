@@ -13,9 +13,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// Alive while the store can make writes durable: a gateway whose disk failed must be restarted (it stops
 /// by itself too), and a liveness probe says so.
 async fn healthz(state: web::Data<crate::state::AppState>) -> HttpResponse {
-    match state.store.writable() {
-        true => HttpResponse::Ok().json(serde_json::json!({"status": "ok"})),
-        false => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"})),
+    if state.store.writable() {
+        HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+    } else {
+        HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"}))
     }
 }
 
