@@ -83,11 +83,6 @@ impl RegionUpstream {
         self.authorizations.len()
     }
 
-    /// Whether calls go through a proxy's tunnel.
-    pub fn uses_proxy(&self) -> bool {
-        self.transport.uses_proxy()
-    }
-
     /// Round-robin over the region's keys.
     fn key(&self) -> usize {
         self.next_key.fetch_add(1, Ordering::Relaxed)

@@ -89,10 +89,6 @@ impl Transport {
         Ok(Transport { region, tls, proxy: proxy.map(Arc::new), slot })
     }
 
-    pub fn uses_proxy(&self) -> bool {
-        self.proxy.is_some()
-    }
-
     /// This thread's client for the region.
     pub fn client(&self) -> awc::Client {
         CLIENTS.with(|clients| {
