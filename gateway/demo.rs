@@ -117,7 +117,7 @@ pub const DEMO_BALANCE: i64 = 1_000_000_000;
 pub const DEMO_FREE_TRIAL: i64 = 100_000_000;
 
 fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
-    use crate::store::ledger::{EntryKind, Posting, Pot};
+    use crate::billing::books::{EntryKind, Posting, Pot};
     if store.has_entries(DEMO_ACCOUNT).map_err(|e| e.to_string())? {
         return Ok(());
     }

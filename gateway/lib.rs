@@ -7,6 +7,7 @@ pub mod admin_client;
 pub mod admission;
 pub mod billing;
 pub mod catalog;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod error;

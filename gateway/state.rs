@@ -33,7 +33,7 @@ impl AppState {
         crate::metrics::set_in_flight(in_flight.len() as i64);
         let poller = Poller::new(in_flight);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
-        let started_ms = crate::tasks::now_ms();
+        let started_ms = crate::clock::now_ms();
         Ok(AppState {
             config,
             store,

@@ -12,11 +12,11 @@ use crate::harness::{
     ADMIN_ENV, ROUNDS, Server, UPSTREAM_KEY_ENV, bin_dir, call, free_port, gateway_config, median, met, rss_bytes,
     start, wait_listening,
 };
+use mediagate::billing::books::Pot;
 use mediagate::billing::{TaskBilling, pricing};
 use mediagate::catalog::{MODELS, Media, ModelSpec, TaskMode};
-use mediagate::store::ledger::Pot;
+use mediagate::clock::local_time;
 use mediagate::store::{Commit, Store, TaskError, TaskRecord, TaskResult, TaskStatus};
-use mediagate::tasks::local_time;
 use serde_json::{Map, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,7 +188,7 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
     }
     // The ledger postings it returns are not stored: `add_task` with no hold writes the task alone (see the
     // report's note on what the store file lacks). Settled, each task is a line of the usage log.
-    let _ = mediagate::billing::settle(&mut task);
+    let _ = task.settle();
     task
 }
 
@@ -226,7 +226,7 @@ fn upstream_jobs(sim_addr: &str, count: usize) -> Result<Vec<Upstream>, String> 
     ];
     (0..count)
         .map(|_| {
-            let created_ms = mediagate::tasks::now_ms();
+            let created_ms = mediagate::clock::now_ms();
             let (status, answer) = call(sim_addr, "POST", LIVE_PATH, &headers, LIVE_BODY, Duration::from_secs(10));
             let id = serde_json::from_str::<serde_json::Value>(&answer)
                 .ok()
@@ -253,7 +253,7 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
     let all: Vec<&'static ModelSpec> = MODELS.iter().collect();
     let live_model = ModelSpec::find(LIVE_MODEL).ok_or("the catalog lost the in-flight tasks' model")?;
     let total = finished + live.len();
-    let now = mediagate::tasks::now_ms();
+    let now = mediagate::clock::now_ms();
     let threads = FILL_THREADS.min(total.max(1));
     let found: Vec<Result<Option<String>, String>> = std::thread::scope(|s| {
         let mut handles = Vec::new();

@@ -2,10 +2,10 @@
 //! `mediagate admin` command is its client.
 
 use crate::billing::MAX_MICROS;
+use crate::billing::books::{EntryKind, Posting, Pot};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::models::describe;
 use crate::state::AppState;
-use crate::store::ledger::{EntryKind, Posting, Pot};
 use crate::store::{Store, StoreError};
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;

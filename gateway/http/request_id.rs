@@ -37,15 +37,7 @@ pub fn set(id: String) {
 
 /// A fresh id with the given prefix.
 pub fn generate(prefix: &str) -> String {
-    prefixed(prefix, uuid::Uuid::new_v4())
-}
-
-/// `prefix` and `id` in hex without hyphens, in one allocation (`format!` would grow its string twice).
-pub fn prefixed(prefix: &str, id: uuid::Uuid) -> String {
-    let mut text = String::with_capacity(prefix.len() + uuid::fmt::Simple::LENGTH);
-    text.push_str(prefix);
-    text.push_str(id.simple().encode_lower(&mut uuid::Uuid::encode_buffer()));
-    text
+    crate::clock::prefixed(prefix, uuid::Uuid::new_v4())
 }
 
 /// Runs `request` as one request: with an id of its own, made only when first asked for (a submit sets

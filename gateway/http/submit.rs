@@ -4,6 +4,7 @@
 //! endpoint, schema, rules, typed struct), then the task is stored and forwarded.
 
 use crate::admission::{Admitted, admit};
+use crate::billing::books::Shortfall;
 use crate::billing::{TaskBilling, equivalent, pricing};
 use crate::catalog::{EndpointSpec, Media, SyncResponse, TaskMode};
 use crate::error::{ApiError, ErrorCode};
@@ -11,7 +12,6 @@ use crate::http::auth::Caller;
 use crate::http::peer::PeerSocket;
 use crate::http::request_id;
 use crate::state::AppState;
-use crate::store::ledger::Shortfall;
 use crate::store::{Commit, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, TaskRecord, TaskResult, TaskStatus};
 use crate::tasks::{self, OpenTask, results};
 use crate::upstream::{UpstreamError, Usage, client};
@@ -52,7 +52,8 @@ pub async fn submit(
     state.limits.reserve(caller.account())?;
     // Given back unless the task is accepted (then the task's end gives it back).
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
-    let mut task = tasks::new_task(&caller, &admitted, request_id, state.config.max_task_seconds);
+    let mut task =
+        tasks::new_task(caller.account(), caller.key_prefix(), &admitted, request_id, state.config.max_task_seconds);
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.config.billing.equivalent_micros_per_million_tokens;
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
@@ -166,7 +167,7 @@ async fn replay(
     // The first request may still be waiting for its task to be committed and reach the disk; read it and
     // answer no sooner than it can.
     state.store.caught_up().await?;
-    let task = tasks::owned_task(state, caller, &existing.task_id)?;
+    let task = tasks::owned_task(state, caller.account(), &existing.task_id)?;
     request_id::set(task.request_id.clone());
     let model = crate::catalog::ModelSpec::find(&task.model);
     let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);

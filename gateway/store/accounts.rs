@@ -1,7 +1,8 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
-use super::ledger::{self, EntryKind, Posting, Pot};
+use super::ledger;
 use super::{ACCOUNTS, KEYS, Refusal, Store, StoreError, Tx, decode, encode};
+use crate::billing::books::{EntryKind, Posting, Pot};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -12,8 +12,8 @@
 //! that would take earmarked money: an account's pots never hold less than their earmarks, and the write
 //! that charges an earmark always finds its money.
 
-use super::ledger::{Funds, Pot, Shortfall, plan_hold};
 use super::tasks::Hold;
+use crate::billing::books::{Funds, Pot, Shortfall, plan_hold};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -23,6 +23,7 @@ mod tables;
 mod tasks;
 mod threads;
 mod tx;
+mod usage;
 mod wal;
 mod writer;
 
@@ -281,8 +282,8 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError>
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::ledger::{EntryKind, Posting, Pot, Shortfall};
     use super::*;
+    use crate::billing::books::{EntryKind, Posting, Pot, Shortfall};
     use std::future::IntoFuture;
 
     /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
@@ -362,12 +363,15 @@ mod tests {
         vec![
             record::<TaskRecord>("settled task", serde_json::to_value(settled_task()).unwrap()),
             record::<TaskRecord>("live task", live),
-            record::<ledger::Entry>(
+            record::<crate::billing::books::Entry>(
                 "ledger entry",
                 serde_json::json!({"seq": 9, "account": "acme", "kind": "charge",
                 "pot": "plan", "delta": -40000, "task_id": "task-1", "at_ms": 1_790_000_000_120i64, "note": "n"}),
             ),
-            record::<ledger::Funds>("funds", serde_json::json!({"free_trial": 1, "plan": 2, "balance": 3})),
+            record::<crate::billing::books::Funds>(
+                "funds",
+                serde_json::json!({"free_trial": 1, "plan": 2, "balance": 3}),
+            ),
             record::<Account>("account", serde_json::json!({"name": "acme", "created_at": "2026-11-24 05:20:02"})),
             record::<KeyRecord>(
                 "key",
@@ -592,7 +596,7 @@ mod tests {
 
         // Dropped unspent (the task was never stored): nothing is charged.
         drop(earmark(35_000).unwrap());
-        assert_eq!((balance(&store), store.earmarked("acme")), (35_000, ledger::Funds::default()));
+        assert_eq!((balance(&store), store.earmarked("acme")), (35_000, crate::billing::books::Funds::default()));
         assert!(store.verify_ledger().unwrap().problems.is_empty());
         let image = crash_image(dir.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         let recovered = Store::open(image.path()).unwrap();

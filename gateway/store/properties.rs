@@ -5,9 +5,9 @@
 //! every pot equals its entries and is never negative; every settlement lies within `[0, hold]`; and no
 //! money was made: the pots, what live tasks hold and what settled tasks charged add up to what was paid in.
 
-use super::ledger::{EntryKind, Posting, Pot};
 use super::tasks::Hold;
 use super::{Commit, Inserted, Store, TaskRecord, TaskStatus, wal};
+use crate::billing::books::{EntryKind, Posting, Pot};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::future::IntoFuture;

@@ -3,9 +3,10 @@
 
 use super::Tx;
 use super::earmarks::{Book, Earmark};
-use super::ledger::{self, EntryKind, Keep, Posting, Shortfall};
+use super::ledger::{self, Keep};
+use super::usage::UsageRecord;
 use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
-use crate::billing::UsageRecord;
+use crate::billing::books::{EntryKind, Posting, Shortfall};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -167,6 +168,20 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// Settles the task, which has just ended, by billing's rules ([`crate::billing::settle`]): writes the
+    /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
+    pub fn settle(&mut self) -> Option<Vec<Posting>> {
+        let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
+        let ending = crate::billing::Ending {
+            task_id,
+            account,
+            model,
+            state: status.as_str(),
+            delivered: (*status == TaskStatus::Success).then_some(usage.as_ref()),
+        };
+        crate::billing::settle(billing.as_mut()?, &ending)
+    }
+
     /// When the task ended (what its usage line and its settlement's entries are dated by).
     pub fn ended_ms(&self) -> i64 {
         self.finished_ms.unwrap_or(self.updated_ms)
@@ -353,7 +368,7 @@ fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option
         Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
         _ => Keep::Rows,
     };
-    let Some(postings) = crate::billing::settle(task) else { return Ok(()) };
+    let Some(postings) = task.settle() else { return Ok(()) };
     let first = ledger::append(tx, earmarks, postings, spending, keep)?;
     if keep == Keep::OnSettlement
         && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())

@@ -10,8 +10,8 @@ mod tracker;
 
 use crate::admission::Admitted;
 use crate::catalog::TaskMode;
+use crate::clock::{local_time, now_ms};
 use crate::error::{ApiError, ErrorCode};
-use crate::http::auth::Caller;
 use crate::state::AppState;
 use crate::store::{Commit, Earmark, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
@@ -19,52 +19,14 @@ use crate::upstream::client::{self, Answer};
 use actix_web::web;
 use serde_json::{Value, json};
 
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
-/// `YYYY-MM-DD HH:MM:SS` in the gateway's local time zone: how task times are shown.
-pub fn local_time(ms: i64) -> String {
-    thread_local! {
-        /// The last seconds formatted on this thread: a request shows the same few seconds several times
-        /// (created, finished, the usage record; its results' expiry a day later), and the zone lookup and
-        /// the formatting cost a microsecond.
-        static RECENT: std::cell::RefCell<[Option<(i64, String)>; 2]> = std::cell::RefCell::default();
-    }
-    let second = ms.div_euclid(1000);
-    RECENT.with_borrow_mut(|recent| {
-        if let Some((_, shown)) = recent.iter().flatten().find(|(s, _)| *s == second) {
-            return shown.clone();
-        }
-        let shown = format_local(ms);
-        recent.rotate_right(1);
-        recent[0] = Some((second, shown.clone()));
-        shown
-    })
-}
-
-fn format_local(ms: i64) -> String {
-    use chrono::{Datelike, Timelike};
-    // Formatted field by field: chrono's `format` parses its pattern on every call.
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.with_timezone(&chrono::Local))
-        .map(|t| {
-            let (date, time) = (t.date_naive(), t.time());
-            format!(
-                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-                date.year(),
-                date.month(),
-                date.day(),
-                time.hour(),
-                time.minute(),
-                time.second()
-            )
-        })
-        .unwrap_or_default()
-}
-
 /// A new task record for an admitted submission, not yet forwarded.
-pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: String, max_task_seconds: u64) -> TaskRecord {
+pub fn new_task(
+    account: &str,
+    key_prefix: &str,
+    admitted: &Admitted,
+    request_id: String,
+    max_task_seconds: u64,
+) -> TaskRecord {
     let now = now_ms();
     let model = admitted.model;
     let deadline = match max_task_seconds {
@@ -74,10 +36,10 @@ pub fn new_task(caller: &Caller, admitted: &Admitted, request_id: String, max_ta
     TaskRecord {
         // Time-ordered (UUIDv7): new tasks land at the right edge of the store's B-trees, so a group commit
         // dirties a few pages instead of one leaf per task.
-        task_id: crate::http::request_id::prefixed("task-", uuid::Uuid::now_v7()),
+        task_id: crate::clock::prefixed("task-", uuid::Uuid::now_v7()),
         request_id,
-        account: caller.account().to_string(),
-        key_prefix: caller.key_prefix().to_string(),
+        account: account.to_string(),
+        key_prefix: key_prefix.to_string(),
         model: model.id.into(),
         operation: model.operation.as_str().into(),
         media: model.media,
@@ -285,7 +247,7 @@ pub fn view(task: &TaskRecord) -> Value {
     if let Some(error) = &task.error {
         out["error"] = json!(error);
     }
-    if let Some(settlement) = crate::billing::summary(task) {
+    if let Some(settlement) = task.billing.as_ref().and_then(crate::billing::summary) {
         out["settlement"] = settlement;
     }
     out
@@ -303,17 +265,17 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
     Some(crate::billing::equivalent::object(tokens))
 }
 
-/// The caller's task, or a 404 that looks the same whether it is missing or someone else's.
-pub fn owned_task(state: &AppState, caller: &Caller, task_id: &str) -> Result<TaskRecord, ApiError> {
+/// `account`'s task, or a 404 that looks the same whether it is missing or someone else's.
+pub fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
     match state.store.task(task_id)? {
-        Some(task) if task.account == caller.account() => Ok(task),
+        Some(task) if task.account == account => Ok(task),
         _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
     }
 }
 
 /// Cancels a task the upstream has not started; anything later is a 409.
-pub async fn cancel(state: &web::Data<AppState>, caller: &Caller, task_id: &str) -> Result<TaskRecord, ApiError> {
-    let task = owned_task(state, caller, task_id)?;
+pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+    let task = owned_task(state, account, task_id)?;
     let not_cancellable = |status: TaskStatus| {
         ApiError::new(
             ErrorCode::task_not_cancellable,
@@ -343,7 +305,7 @@ pub async fn cancel(state: &web::Data<AppState>, caller: &Caller, task_id: &str)
         Some(task) => Ok(task),
         None => {
             // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
-            let task = owned_task(state, caller, task_id)?;
+            let task = owned_task(state, account, task_id)?;
             if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
         }
     }

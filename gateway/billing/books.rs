@@ -1,0 +1,132 @@
+//! The books: an account's pots, the entries that move money in and out of them, and the order in which
+//! pots fund a request. Plain types and rules, shared by every store backend.
+
+use super::{MAX_MICROS, checked_sum};
+use serde::{Deserialize, Serialize};
+
+/// Where money comes from, in funding order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pot {
+    FreeTrial,
+    Plan,
+    Balance,
+}
+
+impl Pot {
+    pub const FUNDING_ORDER: [Pot; 3] = [Pot::FreeTrial, Pot::Plan, Pot::Balance];
+}
+
+/// Available amounts of an account's pots, in micro-units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Funds {
+    pub free_trial: i64,
+    pub plan: i64,
+    pub balance: i64,
+}
+
+impl Funds {
+    pub fn get(&self, pot: Pot) -> i64 {
+        match pot {
+            Pot::FreeTrial => self.free_trial,
+            Pot::Plan => self.plan,
+            Pot::Balance => self.balance,
+        }
+    }
+
+    /// What is left of each pot once `earmarked` is set aside. Pots and earmarks stay within
+    /// `MAX_MICROS`, so the differences cannot overflow; saturating keeps that true of any input.
+    pub fn less(&self, earmarked: &Funds) -> Funds {
+        Funds {
+            free_trial: self.free_trial.saturating_sub(earmarked.free_trial),
+            plan: self.plan.saturating_sub(earmarked.plan),
+            balance: self.balance.saturating_sub(earmarked.balance),
+        }
+    }
+
+    /// `pot` moved by `delta`: `None`, and nothing changed, if it would pass `±MAX_MICROS`.
+    #[must_use]
+    pub(crate) fn add(&mut self, pot: Pot, delta: i64) -> Option<()> {
+        let slot = match pot {
+            Pot::FreeTrial => &mut self.free_trial,
+            Pot::Plan => &mut self.plan,
+            Pot::Balance => &mut self.balance,
+        };
+        *slot = checked_sum(*slot, delta)?;
+        Some(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    TopUp,
+    Grant,
+    Plan,
+    /// Pending: money set aside for a task (negative delta).
+    Hold,
+    /// Settles a hold: gives back what the task did not use (delta >= 0).
+    Post,
+    /// Cancels a hold: gives all of it back.
+    Void,
+    /// What a task whose money was earmarked rather than held used (delta < 0): written when it ends.
+    Charge,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    pub account: String,
+    pub kind: EntryKind,
+    pub pot: Pot,
+    /// Change of the pot's available amount.
+    pub delta: i64,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    pub at_ms: i64,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// A draft entry; the ledger assigns sequence and time.
+#[derive(Debug, Clone)]
+pub struct Posting {
+    pub account: String,
+    pub kind: EntryKind,
+    pub pot: Pot,
+    pub delta: i64,
+    pub task_id: Option<String>,
+    pub note: String,
+}
+
+/// Why money could not be set aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shortfall {
+    /// Not enough in the pots the model may use.
+    Insufficient { needed: i64, available: i64 },
+    /// A free-trial-only model and the trial is used up.
+    TrialExhausted { needed: i64, available: i64 },
+}
+
+/// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
+pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Pot, i64)>, Shortfall> {
+    let pots: &[Pot] = if trial_only { &[Pot::FreeTrial] } else { &Pot::FUNDING_ORDER };
+    let available = pots.iter().map(|p| funds.get(*p).max(0)).try_fold(0, checked_sum).unwrap_or(MAX_MICROS);
+    if available < amount {
+        return Err(if trial_only {
+            Shortfall::TrialExhausted { needed: amount, available }
+        } else {
+            Shortfall::Insufficient { needed: amount, available }
+        });
+    }
+    let mut left = amount;
+    let mut split = Vec::new();
+    for pot in pots {
+        let take = left.min(funds.get(*pot).max(0));
+        if take > 0 {
+            split.push((*pot, take));
+            left -= take;
+        }
+    }
+    Ok(split)
+}

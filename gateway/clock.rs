@@ -1,0 +1,54 @@
+//! The gateway's clock and the ids it makes: now, in epoch milliseconds; a time as tasks show it; a prefixed
+//! UUID (time-ordered for tasks).
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in the gateway's local time zone: how task times are shown.
+pub fn local_time(ms: i64) -> String {
+    thread_local! {
+        /// The last seconds formatted on this thread: a request shows the same few seconds several times
+        /// (created, finished, the usage record; its results' expiry a day later), and the zone lookup and
+        /// the formatting cost a microsecond.
+        static RECENT: std::cell::RefCell<[Option<(i64, String)>; 2]> = std::cell::RefCell::default();
+    }
+    let second = ms.div_euclid(1000);
+    RECENT.with_borrow_mut(|recent| {
+        if let Some((_, shown)) = recent.iter().flatten().find(|(s, _)| *s == second) {
+            return shown.clone();
+        }
+        let shown = format_local(ms);
+        recent.rotate_right(1);
+        recent[0] = Some((second, shown.clone()));
+        shown
+    })
+}
+
+fn format_local(ms: i64) -> String {
+    use chrono::{Datelike, Timelike};
+    // Formatted field by field: chrono's `format` parses its pattern on every call.
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.with_timezone(&chrono::Local))
+        .map(|t| {
+            let (date, time) = (t.date_naive(), t.time());
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                date.year(),
+                date.month(),
+                date.day(),
+                time.hour(),
+                time.minute(),
+                time.second()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// `prefix` and `id` in hex without hyphens, in one allocation (`format!` would grow its string twice).
+pub fn prefixed(prefix: &str, id: uuid::Uuid) -> String {
+    let mut text = String::with_capacity(prefix.len() + uuid::fmt::Simple::LENGTH);
+    text.push_str(prefix);
+    text.push_str(id.simple().encode_lower(&mut uuid::Uuid::encode_buffer()));
+    text
+}
