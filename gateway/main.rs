@@ -283,26 +283,24 @@ fn simulator_banner(
     if let Some(path) = ca_file {
         text.push_str(&format!("CA certificate: {} (trust it with SSL_CERT_FILE or `ca_file`)\n", path.display()));
     }
+    // Per region: its base URL, its keys, and the variable the config below reads them from.
+    let regions: Vec<(&str, String, String, String)> = mediagate::catalog::REGIONS
+        .iter()
+        .map(|region| {
+            let env = format!("SIM_KEY_{}", region.to_uppercase().replace('-', "_"));
+            (*region, simulator.region_base_url(region), simulator_keys(key_prefix, region, keys).join(","), env)
+        })
+        .collect();
     text.push_str("\nRegions:\n");
-    for region in mediagate::catalog::REGIONS {
-        let keys = simulator_keys(key_prefix, region, keys).join(",");
-        text.push_str(&format!("  {region:<16} {}  keys: {keys}\n", simulator.region_base_url(region)));
+    for (region, base, keys, _) in &regions {
+        text.push_str(&format!("  {region:<16} {base}  keys: {keys}\n"));
     }
     text.push_str("\nA gateway config for it (mediagate serve --config FILE), with the keys in the environment:\n");
     text.push_str("upstreams:\n");
-    for region in mediagate::catalog::REGIONS {
-        let env = format!("SIM_KEY_{}", region.to_uppercase().replace('-', "_"));
-        text.push_str(&format!(
-            "  {region}: {{base_url: {}, api_key_env: {env}}}\n",
-            simulator.region_base_url(region)
-        ));
+    for (region, base, _, env) in &regions {
+        text.push_str(&format!("  {region}: {{base_url: {base}, api_key_env: {env}}}\n"));
     }
-    let exports: Vec<String> = mediagate::catalog::REGIONS
-        .iter()
-        .map(|r| {
-            format!("SIM_KEY_{}={}", r.to_uppercase().replace('-', "_"), simulator_keys(key_prefix, r, keys).join(","))
-        })
-        .collect();
+    let exports: Vec<String> = regions.iter().map(|(_, _, keys, env)| format!("{env}={keys}")).collect();
     text.push_str(&format!("\nexport {}", exports.join(" ")));
     text
 }

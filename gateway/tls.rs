@@ -22,7 +22,9 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// `extra_ca`'s. Unreadable system entries are skipped, as OpenSSL skips them; an unreadable `extra_ca`
 /// or an empty result is an error, since no server could then be verified.
 pub fn trusted_roots(extra_ca: Option<&Path>) -> Result<Vec<CertificateDer<'static>>, String> {
-    let mut roots = system_roots()?;
+    // Read once per process: every https region and the admin CLI trust the same system roots.
+    static SYSTEM: OnceLock<Result<Vec<CertificateDer<'static>>, String>> = OnceLock::new();
+    let mut roots = SYSTEM.get_or_init(system_roots).clone()?;
     if let Some(path) = extra_ca {
         roots.extend(read_certificates(path)?);
     }
@@ -98,12 +100,17 @@ pub fn client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, Strin
 pub fn server_config(cert_file: &Path, key_file: &Path) -> Result<ServerConfig, String> {
     let chain = read_certificates(cert_file)?;
     let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| format!("{}: {e}", key_file.display()))?;
+    serving(chain, key).map_err(|e| format!("{} and {}: {e}", cert_file.display(), key_file.display()))
+}
+
+/// A server configuration presenting `chain` (the server's certificate first) with its `key`; HTTP/1.1.
+pub fn serving(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<ServerConfig, String> {
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("{} and {}: {e}", cert_file.display(), key_file.display()))?;
+        .map_err(|e| e.to_string())?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }

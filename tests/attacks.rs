@@ -178,16 +178,9 @@ fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once()
 #[test]
 fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarded_again() {
     let tmp = tempfile::tempdir().unwrap();
-    let simulator = common::Process::spawn(
-        &["simulate", "--listen", "127.0.0.1:0", "--time-scale", "0.02", "--key-prefix", "k"],
-        &[("MEDIAGATE_LOG", "warn")],
-    );
-    let config = format!(
-        "upstreams:\n  cn-beijing: {{base_url: {}/cn-beijing, api_key_env: SIM_KEY}}\n\
-         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n",
-        simulator.address()
-    );
-    let env = [("SIM_KEY", "k-cn-beijing")];
+    let simulator = common::simulator("0.02", &[]);
+    let config = common::serve_config(&simulator.address(), "", "");
+    let env = [common::SIM_KEY];
     let mut gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
     let key = gateway.account("acme", 100_000_000, 0, 0);
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
@@ -211,16 +204,9 @@ fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarde
 #[test]
 fn a_task_the_upstream_finished_during_an_outage_past_its_deadline_is_not_timed_out() {
     let tmp = tempfile::tempdir().unwrap();
-    let simulator = common::Process::spawn(
-        &["simulate", "--listen", "127.0.0.1:0", "--time-scale", "0.05", "--key-prefix", "k"],
-        &[("MEDIAGATE_LOG", "warn")],
-    );
-    let config = format!(
-        "max_task_seconds: 2\nupstreams:\n  cn-beijing: {{base_url: {}/cn-beijing, api_key_env: SIM_KEY, timeout_seconds: 1}}\n\
-         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n",
-        simulator.address()
-    );
-    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[("SIM_KEY", "k-cn-beijing")]);
+    let simulator = common::simulator("0.05", &[]);
+    let config = common::serve_config(&simulator.address(), ", timeout_seconds: 1", "max_task_seconds: 2\n");
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[common::SIM_KEY]);
     let key = gateway.account("acme", 100_000_000, 0, 0);
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
     let accepted = gateway.post_as(&key, "/v1/videos/generations", &body);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ADMIN_TOKEN, Demo, Process};
+use common::{ADMIN_TOKEN, Demo, Process, SIM_KEY};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -14,15 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-const SIM_KEY_ENV: &str = "TEST_SIM_KEY";
 const SYNC_IMAGE: &str = "beta-image-2.0-pro_t2i";
 
 /// `mediagate simulate --tls` on a free port: the process, its address and its CA file.
 fn tls_simulator(dir: &Path) -> (Process, String, PathBuf) {
     let ca = dir.join("simulator-ca.pem");
-    let ca_arg = ca.display().to_string();
-    let args = ["simulate", "--tls", "--listen", "127.0.0.1:0", "--time-scale", "0.02", "--key-prefix", "k"];
-    let simulator = Process::spawn(&[&args[..], &["--ca-out", &ca_arg]].concat(), &[("MEDIAGATE_LOG", "warn")]);
+    let simulator = common::simulator("0.02", &["--tls", "--ca-out", &ca.display().to_string()]);
     let address = simulator.address();
     assert!(address.starts_with("https://"), "{address}");
     (simulator, address, ca)
@@ -30,10 +27,7 @@ fn tls_simulator(dir: &Path) -> (Process, String, PathBuf) {
 
 /// A gateway config with one region on the simulator at `simulator`, one worker, and a quick poller.
 fn config(simulator: &str, extra_upstream: &str) -> String {
-    format!(
-        "workers: 1\nupstreams:\n  cn-beijing: {{base_url: {simulator}/cn-beijing, api_key_env: {SIM_KEY_ENV}{extra_upstream}}}\n\
-         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n"
-    )
+    common::serve_config(simulator, extra_upstream, "workers: 1\n")
 }
 
 fn connections_opened(gateway: &Demo) -> u64 {
@@ -67,7 +61,7 @@ fn an_upstream_signed_by_a_private_ca_is_trusted_through_ssl_cert_file_alone_and
     let trusted = Demo::serve(
         &tmp.path().join("trusted"),
         &config(&address, ""),
-        &[(SIM_KEY_ENV, "k-cn-beijing"), ("SSL_CERT_FILE", &ca), ("SSL_CERT_DIR", "")],
+        &[SIM_KEY, ("SSL_CERT_FILE", &ca), ("SSL_CERT_DIR", "")],
     );
     jobs_finish(&trusted);
     // Connections are pooled and kept alive: more calls open no more of them (each would be a handshake).
@@ -85,7 +79,7 @@ fn an_upstream_signed_by_a_private_ca_is_trusted_through_ssl_cert_file_alone_and
     let refused = Demo::serve(
         &tmp.path().join("refused"),
         &config(&address, ""),
-        &[(SIM_KEY_ENV, "k-cn-beijing"), ("SSL_CERT_FILE", ""), ("SSL_CERT_DIR", "")],
+        &[SIM_KEY, ("SSL_CERT_FILE", ""), ("SSL_CERT_DIR", "")],
     );
     let key = refused.account("acme", 100_000_000, 0, 0);
     let sync = refused.post_as(&key, "/v1/images/generations", &json!({"model": SYNC_IMAGE, "prompt": "a lighthouse"}));
@@ -147,7 +141,7 @@ fn calls_go_through_a_configured_or_environment_proxy_unless_no_proxy_names_the_
     let tmp = tempfile::tempdir().unwrap();
     let (_simulator, address, ca) = tls_simulator(tmp.path());
     let ca = ca.display().to_string();
-    let trust = [(SIM_KEY_ENV, "k-cn-beijing"), ("SSL_CERT_FILE", ca.as_str()), ("HTTPS_PROXY", ""), ("NO_PROXY", "")];
+    let trust = [SIM_KEY, ("SSL_CERT_FILE", ca.as_str()), ("HTTPS_PROXY", ""), ("NO_PROXY", "")];
 
     let (proxy, tunnels) = connect_proxy();
     let configured =

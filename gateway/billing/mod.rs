@@ -93,7 +93,7 @@ pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Vec<Post
         Some(usage) => {
             // The task carries what it needs to settle: a model since removed from the spec prices it as quoted.
             let delivered = match crate::catalog::ModelSpec::find(ending.model) {
-                Some(model) => pricing::actual(model, &billing.units, usage),
+                Some(model) => pricing::actual(model, billing.quoted, &billing.units, usage),
                 None => {
                     pricing::Delivered { amount: billing.quoted, units: billing.units.clone(), usage_unusable: false }
                 }

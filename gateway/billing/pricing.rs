@@ -103,10 +103,11 @@ pub struct Delivered {
 }
 
 /// The list price of what the upstream says it delivered (its `usage`), falling back to the quoted units
-/// where it says nothing. Usage that makes no sense prices the request as quoted.
-pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> Delivered {
+/// where it says nothing. Usage that makes no sense prices the request as quoted (`quoted` micro-units for
+/// `units`).
+pub fn actual(model: &ModelSpec, quoted: i64, units: &Units, usage: Option<&Usage>) -> Delivered {
     let usage = usage.map(Usage::delivered).unwrap_or_default();
-    let as_quoted = || Delivered { amount: quote_of(model, quoted), units: quoted.clone(), usage_unusable: true };
+    let as_quoted = || Delivered { amount: quoted, units: units.clone(), usage_unusable: true };
     // A member that is there must be a count: whole or fractional as the member allows, never negative.
     let count = |member: &Option<Value>| -> Result<Option<f64>, ()> {
         match member {
@@ -122,7 +123,7 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> Deliv
     };
     match model.billing {
         BillingRule::PerSecond { .. } => {
-            let mut units = quoted.clone();
+            let mut priced = units.clone();
             // Bill `duration` (input + output seconds), else `video_duration`.
             let seconds = match (count(&usage.duration), count(&usage.video_duration)) {
                 (Ok(Some(seconds)), _) | (Ok(None), Ok(Some(seconds))) => Some(seconds),
@@ -132,31 +133,31 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> Deliv
             if let Some(seconds) = seconds {
                 // `duration` also counts the reference video's seconds, which the request did not state.
                 let input = count(&usage.input_video_duration).ok().flatten().unwrap_or(0.0);
-                if seconds > quoted.seconds.unwrap_or(f64::MAX) + input {
+                if seconds > units.seconds.unwrap_or(f64::MAX) + input {
                     return as_quoted();
                 }
-                units.seconds = Some(seconds);
+                priced.seconds = Some(seconds);
             }
             if let Some(sr) = usage.sr.as_ref().and_then(Value::as_u64) {
-                units.resolution = Some(format!("{sr}P"));
+                priced.resolution = Some(format!("{sr}P"));
             }
             if let Some(audio) = usage.audio.as_ref().and_then(Value::as_bool) {
-                units.audio = Some(audio);
+                priced.audio = Some(audio);
             }
-            Delivered { amount: per_second(model, &units), units, usage_unusable: false }
+            Delivered { amount: per_second(model, &priced), units: priced, usage_unusable: false }
         }
         BillingRule::PerImage { price, .. } => {
             // A partial failure is still a success upstream; only the delivered images count.
             let images = match whole(&usage.image_count) {
-                Ok(Some(images)) if images <= quoted.images.unwrap_or(u64::MAX) => images,
-                Ok(None) => quoted.images.unwrap_or(0),
+                Ok(Some(images)) if images <= units.images.unwrap_or(u64::MAX) => images,
+                Ok(None) => units.images.unwrap_or(0),
                 _ => return as_quoted(),
             };
             let amount = money(i128::from(price) * i128::from(images));
             Delivered { amount, units: Units { images: Some(images), ..Units::default() }, usage_unusable: false }
         }
         BillingRule::PerCall { price, .. } => {
-            Delivered { amount: money(i128::from(price)), units: quoted.clone(), usage_unusable: false }
+            Delivered { amount: money(i128::from(price)), units: units.clone(), usage_unusable: false }
         }
         BillingRule::PerToken { price, .. } => {
             let (Ok(input), Ok(output)) = (whole(&usage.input_tokens), whole(&usage.output_tokens)) else {
@@ -173,16 +174,6 @@ pub fn actual(model: &ModelSpec, quoted: &Units, usage: Option<&Usage>) -> Deliv
                 usage_unusable: false,
             }
         }
-    }
-}
-
-/// The price of `units` as quoted (the request's own price).
-fn quote_of(model: &ModelSpec, units: &Units) -> i64 {
-    match model.billing {
-        BillingRule::PerSecond { .. } => per_second(model, units),
-        BillingRule::PerImage { price, .. } => money(i128::from(price) * i128::from(units.images.unwrap_or(0))),
-        BillingRule::PerCall { price, .. } => money(i128::from(price)),
-        BillingRule::PerToken { price, .. } => tokens(price.output_per_million, units.output_tokens.unwrap_or(0)),
     }
 }
 
@@ -209,7 +200,7 @@ mod tests {
         assert_eq!(hold, 8_000);
         assert_eq!(units.output_tokens, Some(1_000));
         let usage: Usage = json!({"input_tokens": 1_500, "output_tokens": 250}).into();
-        let delivered = actual(&model, &units, Some(&usage));
+        let delivered = actual(&model, hold, &units, Some(&usage));
         assert_eq!(delivered.amount, 3_000 + 2_000);
         assert_eq!((delivered.units.input_tokens, delivered.units.output_tokens), (Some(1_500), Some(250)));
     }
@@ -219,7 +210,7 @@ mod tests {
     fn usage_that_makes_no_sense_is_priced_as_quoted() {
         let video = MODELS.iter().find(|m| m.id == "alpha2.6-t2v_t2v").unwrap();
         let (quoted, units) = quote(video, json!({"duration": 10, "size": "1280*720"}).as_object().unwrap());
-        let priced = |usage: Value| actual(video, &units, Some(&usage.into()));
+        let priced = |usage: Value| actual(video, quoted, &units, Some(&usage.into()));
         for nonsense in [
             json!({"duration": -5}),
             json!({"duration": "ten"}),
@@ -237,7 +228,7 @@ mod tests {
 
         let image = MODELS.iter().find(|m| m.id == "beta-image-2.0-pro_t2i").unwrap();
         let (quoted, units) = quote(image, json!({"n": 2}).as_object().unwrap());
-        let priced = |usage: Value| actual(image, &units, Some(&usage.into()));
+        let priced = |usage: Value| actual(image, quoted, &units, Some(&usage.into()));
         for nonsense in [json!({"image_count": -1}), json!({"image_count": 1.5}), json!({"image_count": 3})] {
             assert_eq!((priced(nonsense.clone()).amount, priced(nonsense).usage_unusable), (quoted, true));
         }

@@ -7,7 +7,7 @@ use rustls_pki_types::PrivateKeyDer;
 use std::path::Path;
 
 /// The names the server certificate is valid for: the simulator listens on loopback.
-pub const NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
+const NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
 /// A server configuration whose certificate the CA at `ca_file` signed. The CA is written there as PEM,
 /// new on every start (its key never leaves memory).
@@ -30,12 +30,6 @@ pub fn generate(ca_file: &Path) -> Result<rustls::ServerConfig, String> {
     }
     std::fs::write(ca_file, ca.pem()).map_err(|e| format!("{}: {e}", ca_file.display()))?;
     let key = PrivateKeyDer::try_from(leaf_key.serialize_der()).map_err(|e| format!("simulator key: {e}"))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(crate::tls::provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone(), ca.der().clone()], key)
-        .map_err(|e| format!("simulator certificate: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    crate::tls::serving(vec![leaf.der().clone(), ca.der().clone()], key)
+        .map_err(|e| format!("simulator certificate: {e}"))
 }

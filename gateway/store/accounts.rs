@@ -105,7 +105,7 @@ impl Store {
             let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
             let delta = allowance
                 .checked_sub(current)
-                .ok_or_else(|| StoreError::new("the plan's allowance is out of range"))?;
+                .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the plan's allowance is out of range"))?;
             if delta != 0 {
                 let posting = Posting {
                     account: account.clone(),

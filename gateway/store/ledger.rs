@@ -67,7 +67,7 @@ pub(crate) fn append(
             }
         };
         let account = &mut funds[index].1;
-        if p.delta.abs() > MAX_MICROS || account.add(p.pot, p.delta).is_none() {
+        if p.delta.unsigned_abs() > MAX_MICROS.unsigned_abs() || account.add(p.pot, p.delta).is_none() {
             return Err(StoreError::refused(
                 Refusal::TooLarge,
                 format!(

@@ -367,6 +367,26 @@ pub fn path_segment(text: &str) -> String {
         .collect()
 }
 
+/// The environment variable [`serve_config`] names for the simulator's `cn-beijing` key, and that key.
+pub const SIM_KEY: (&str, &str) = ("TEST_SIM_KEY", "k-cn-beijing");
+
+/// `mediagate simulate` alone on a free loopback port, jobs at `time_scale`, keys `k-<region>`, with
+/// `flags` added.
+pub fn simulator(time_scale: &str, flags: &[&str]) -> Process {
+    let args = ["simulate", "--listen", "127.0.0.1:0", "--time-scale", time_scale, "--key-prefix", "k"];
+    Process::spawn(&[&args[..], flags].concat(), &[("MEDIAGATE_LOG", "warn")])
+}
+
+/// A `serve` config whose `cn-beijing` upstream is the simulator at `base` (`upstream` adds to its entry,
+/// e.g. `, timeout_seconds: 1`), with a quick poller and the `extra` lines.
+pub fn serve_config(base: &str, upstream: &str, extra: &str) -> String {
+    format!(
+        "{extra}upstreams:\n  cn-beijing: {{base_url: {base}/cn-beijing, api_key_env: {}{upstream}}}\n\
+         poller: {{min_interval_ms: 50, max_interval_ms: 200, sweep_interval_ms: 50}}\n",
+        SIM_KEY.0
+    )
+}
+
 /// A free loopback port.
 pub fn free_port() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
