@@ -6,7 +6,8 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use mediagate::admission::admit;
 use mediagate::catalog::{ENDPOINTS, Registry};
-use mediagate::store::{Store, hash_key};
+use mediagate::store::embedded::Store;
+use mediagate::store::hash_key;
 use serde_json::{Value, json};
 use std::hint::black_box;
 

@@ -7,6 +7,7 @@
 use crate::config::Config;
 use crate::server;
 use crate::simulator::{Simulator, SimulatorConfig};
+use crate::store::Storage;
 use crate::upstream::{ProxyChoice, Reach, RegionUpstream, Upstreams};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -73,13 +74,13 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
         let upstream = RegionUpstream::new(region, &base, &[upstream_key(region)], Duration::from_secs(30), reach)?;
         upstreams.insert(region, upstream);
     }
-    let state = server::build_state(config, upstreams).map_err(|e| e.to_string())?;
-    let key = demo_key(&state.store, &options)?;
-    fund_demo_account(&state.store)?;
-    let url = server::public_url(&state.config, addr);
-    print_banner(&url, &key, simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path())));
     actix_web::rt::System::new()
         .block_on(async move {
+            let state = server::build_state(config, upstreams).await?;
+            let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;
+            fund_demo_account(&*state.store).await.map_err(std::io::Error::other)?;
+            let url = server::public_url(&state.config, addr);
+            print_banner(&url, &key, simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path())));
             match simulator_tls {
                 Some((listener, tls)) => {
                     actix_web::rt::spawn(crate::simulator::server(simulator, listener, Some(tls))?);
@@ -98,16 +99,16 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
 }
 
 /// The key asked for, else the one made on an earlier start, else a new one (kept in the data dir).
-fn demo_key(store: &crate::store::Store, options: &DemoOptions) -> Result<String, String> {
+async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
     let remembered = options.data_dir.join("demo-api-key");
     let key = match &options.api_key {
         Some(key) => key.clone(),
         None => match std::fs::read_to_string(&remembered) {
             Ok(key) if !key.trim().is_empty() => key.trim().to_string(),
-            _ => store.create_key(DEMO_ACCOUNT).map_err(|e| e.to_string())?,
+            _ => crate::store::new_key(),
         },
     };
-    store.insert_key(DEMO_ACCOUNT, &key).map_err(|e| e.to_string())?;
+    store.insert_key(DEMO_ACCOUNT, &key).await.map_err(|e| e.to_string())?;
     std::fs::write(&remembered, &key).map_err(|e| format!("{}: {e}", remembered.display()))?;
     Ok(key)
 }
@@ -116,9 +117,9 @@ fn demo_key(store: &crate::store::Store, options: &DemoOptions) -> Result<String
 pub const DEMO_BALANCE: i64 = 1_000_000_000;
 pub const DEMO_FREE_TRIAL: i64 = 100_000_000;
 
-fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
+async fn fund_demo_account(store: &dyn Storage) -> Result<(), String> {
     use crate::billing::books::{EntryKind, Posting, Pot};
-    if store.has_entries(DEMO_ACCOUNT).map_err(|e| e.to_string())? {
+    if store.has_entries(DEMO_ACCOUNT).await.map_err(|e| e.to_string())? {
         return Ok(());
     }
     let posting = |kind, pot, delta| Posting {
@@ -130,10 +131,11 @@ fn fund_demo_account(store: &crate::store::Store) -> Result<(), String> {
         note: "demo start".into(),
     };
     store
-        .post(&[
+        .post(vec![
             posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE),
             posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL),
         ])
+        .await
         .map_err(|e| e.to_string())
 }
 

@@ -196,13 +196,14 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let listener = mediagate::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
             let url = listener.local_addr().map(|addr| mediagate::server::public_url(&config, addr));
-            let state = mediagate::server::build_state(config, upstreams).map_err(|e| e.to_string())?;
-            if let Ok(url) = url {
-                print(format!("mediagate listening on {url}"))?;
-            }
-            actix_web::rt::System::new()
-                .block_on(mediagate::server::run(state, listener, |_: &mut actix_web::web::ServiceConfig| {}))
-                .map_err(|e| e.to_string())
+            actix_web::rt::System::new().block_on(async move {
+                let state = mediagate::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
+                if let Ok(url) = url {
+                    print(format!("mediagate listening on {url}"))?;
+                }
+                let no_routes = |_: &mut actix_web::web::ServiceConfig| {};
+                mediagate::server::run(state, listener, no_routes).await.map_err(|e| e.to_string())
+            })
         }
         Command::Demo(args) => mediagate::demo::run(mediagate::demo::DemoOptions {
             config: match &args.config {
@@ -217,7 +218,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }),
         Command::Simulate(args) => simulate(args),
         Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
-            let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
+            let store = mediagate::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let key = store.create_key(&account).map_err(|e| e.to_string())?;
             print(key)
         }
@@ -230,7 +231,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if answer.is_success() { Ok(()) } else { Err(format!("the admin API answered {}", answer.status)) }
         }
         Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
-            let store = mediagate::store::Store::open(&data_dir).map_err(|e| e.to_string())?;
+            let store = mediagate::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let report = store.verify_ledger().map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }

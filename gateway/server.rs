@@ -2,16 +2,21 @@
 
 use crate::config::Config;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::Storage;
 use crate::upstream::Upstreams;
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 
 /// The shared state for a config: the store opened, the catalog compiled, the upstreams checked.
-pub fn build_state(config: Config, upstreams: Upstreams) -> std::io::Result<web::Data<AppState>> {
-    let store = Store::open(&config.data_dir).map_err(std::io::Error::other)?;
-    let state = AppState::new(Arc::new(config), store, upstreams).map_err(std::io::Error::other)?;
+pub async fn build_state(config: Config, upstreams: Upstreams) -> std::io::Result<web::Data<AppState>> {
+    let store = open_store(&config).await.map_err(std::io::Error::other)?;
+    let state = AppState::new(Arc::new(config), store, upstreams).await.map_err(std::io::Error::other)?;
     Ok(web::Data::new(state))
+}
+
+/// The store the config names: PostgreSQL at its database URL, else the embedded store in its data dir.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Storage>, crate::store::StoreError> {
+    Ok(Arc::new(crate::store::embedded::Store::open(&config.data_dir)?))
 }
 
 /// Serves `state` on `listener` (plus any extra routes, e.g. the demo's simulator) until a shutdown
@@ -56,7 +61,7 @@ pub async fn run(
         return Err(std::io::Error::other("stopped: the store could not make writes durable (is the disk full?)"));
     }
     // The process may exit before every handle to the store is dropped: leave a file that opens fast.
-    if let Err(e) = state.store.close() {
+    if let Err(e) = state.store.close().await {
         tracing::error!(error = %e, "could not close the store");
     }
     served

@@ -3,7 +3,7 @@
 use crate::catalog::Registry;
 use crate::config::Config;
 use crate::limits::Limits;
-use crate::store::Store;
+use crate::store::Storage;
 use crate::tasks::answers::FinishedAnswers;
 use crate::tasks::poller::Poller;
 use crate::upstream::Upstreams;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 pub struct AppState {
     pub config: Arc<Config>,
-    pub store: Store,
+    pub store: Arc<dyn Storage>,
     pub registry: Registry,
     pub upstreams: Upstreams,
     pub poller: Poller,
@@ -24,10 +24,10 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(config: Arc<Config>, store: Store, upstreams: Upstreams) -> Result<AppState, String> {
-        let switches = store.model_switches().map_err(|e| e.to_string())?;
+    pub async fn new(config: Arc<Config>, store: Arc<dyn Storage>, upstreams: Upstreams) -> Result<AppState, String> {
+        let switches = store.model_switches().await.map_err(|e| e.to_string())?;
         // Read once: the in-flight slots, the gauge and the poller all start from it.
-        let in_flight = store.in_flight().map_err(|e| e.to_string())?;
+        let in_flight = store.in_flight().await.map_err(|e| e.to_string())?;
         let limits = Limits::new(&config.limits);
         limits.restore(in_flight.iter().map(|t| t.account.clone()));
         crate::metrics::set_in_flight(in_flight.len() as i64);

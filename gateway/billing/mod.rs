@@ -3,6 +3,7 @@
 //! `usage` says was delivered (or voids the hold), and the display-only equivalent-usage projection.
 //! Amounts are integer micro-units; no float ever holds money.
 
+pub mod audit;
 pub mod books;
 pub mod equivalent;
 pub mod pricing;

@@ -6,7 +6,7 @@ use crate::billing::books::{EntryKind, Posting, Pot};
 use crate::error::{ApiError, ErrorCode};
 use crate::http::models::describe;
 use crate::state::AppState;
-use crate::store::{Store, StoreError};
+use crate::store::UsageFilter;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -80,8 +80,8 @@ struct Plan {
     allowance: i64,
 }
 
-fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
-    match state.store.account(account)? {
+async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
+    match state.store.account(account).await? {
         Some(_) => Ok(()),
         None => {
             Err(ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account"))
@@ -89,11 +89,11 @@ fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
     }
 }
 
-fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
-    let record = state.store.account(account)?.ok_or_else(|| {
+async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
+    let record = state.store.account(account).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account")
     })?;
-    let funds = state.store.funds(account)?;
+    let funds = state.store.funds(account).await?;
     Ok(json!({"account": record, "funds": funds, "earmarked": state.store.earmarked(account)}))
 }
 
@@ -110,9 +110,8 @@ async fn create_account(
         )
         .with_param("name"));
     }
-    let owned = name.to_string();
-    off_worker(&state, move |store| store.ensure_account(&owned)).await??;
-    Ok(HttpResponse::Created().json(account_view(&state, name)?))
+    state.store.ensure_account(name).await?;
+    Ok(HttpResponse::Created().json(account_view(&state, name).await?))
 }
 
 async fn show_account(
@@ -120,8 +119,8 @@ async fn show_account(
     state: web::Data<AppState>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut view = account_view(&state, &account)?;
-    view["keys"] = json!(state.store.keys_of(&account)?);
+    let mut view = account_view(&state, &account).await?;
+    view["keys"] = json!(state.store.keys_of(&account).await?);
     // Shown no sooner than durable, as task reads are: a crash must not undo what an answer showed.
     state.store.caught_up().await?;
     Ok(HttpResponse::Ok().json(view))
@@ -135,22 +134,10 @@ async fn post_to_pot(
     delta: i64,
     note: String,
 ) -> Result<HttpResponse, ApiError> {
-    account_exists(state, account)?;
+    account_exists(state, account).await?;
     let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
-    off_worker(state, move |store| store.post(&[posting]))
-        .await?
-        .map_err(|e| ApiError::from(e).with_param("amount"))?;
-    Ok(HttpResponse::Ok().json(account_view(state, account)?))
-}
-
-/// Runs a store write on the blocking pool: it waits for an fsync, which would stall every request the
-/// worker serves. The outer error is the pool's, the inner the store's.
-async fn off_worker<T: Send + 'static>(
-    state: &AppState,
-    write: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<Result<T, StoreError>, ApiError> {
-    let store = state.store.clone();
-    web::block(move || write(&store)).await.map_err(ApiError::internal)
+    state.store.post(vec![posting]).await.map_err(|e| ApiError::from(e).with_param("amount"))?;
+    Ok(HttpResponse::Ok().json(account_view(state, account).await?))
 }
 
 fn positive(amount: i64) -> Result<i64, ApiError> {
@@ -207,12 +194,13 @@ async fn set_plan(
         )
         .with_param("allowance"));
     }
-    account_exists(&state, &account)?;
-    let (name, plan, allowance) = (account.to_string(), body.name.clone(), body.allowance);
-    off_worker(&state, move |store| store.set_plan(&name, &plan, allowance))
-        .await?
+    account_exists(&state, &account).await?;
+    state
+        .store
+        .set_plan(&account, &body.name, body.allowance)
+        .await
         .map_err(|e| ApiError::from(e).with_param("allowance"))?;
-    Ok(HttpResponse::Ok().json(account_view(&state, &account)?))
+    Ok(HttpResponse::Ok().json(account_view(&state, &account).await?))
 }
 
 async fn create_key(
@@ -220,16 +208,16 @@ async fn create_key(
     state: web::Data<AppState>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    account_exists(&state, &account)?;
-    let owner = account.clone();
-    let key = off_worker(&state, move |store| store.create_key(&owner)).await??;
+    account_exists(&state, &account).await?;
+    let key = crate::store::new_key();
+    state.store.insert_key(&account, &key).await?;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
 }
 
 async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    account_exists(&state, &account)?;
-    let keys = state.store.keys_of(&account)?;
+    account_exists(&state, &account).await?;
+    let keys = state.store.keys_of(&account).await?;
     state.store.caught_up().await?;
     Ok(HttpResponse::Ok().json(json!({"keys": keys})))
 }
@@ -240,9 +228,8 @@ async fn revoke_keys(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
-    account_exists(&state, &account)?;
-    let (owner, given) = (account.clone(), prefix.clone());
-    let revoked = off_worker(&state, move |store| store.revoke_keys(&owner, &given)).await??;
+    account_exists(&state, &account).await?;
+    let revoked = state.store.revoke_keys(&account, &prefix).await?;
     if revoked == 0 {
         return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
     }
@@ -277,13 +264,8 @@ const CSV_COLUMNS: &[&str] = &[
 
 async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuery>) -> Result<HttpResponse, ApiError> {
     let q = query.into_inner();
-    let records = state.store.usage(|r| {
-        let at = r["at_ms"].as_i64().unwrap_or(0);
-        q.account.as_deref().is_none_or(|a| r["account"] == a)
-            && q.model.as_deref().is_none_or(|m| r["model"] == m)
-            && q.since.is_none_or(|s| at >= s)
-            && q.until.is_none_or(|u| at <= u)
-    })?;
+    let filter = UsageFilter { account: q.account, model: q.model, since: q.since, until: q.until };
+    let records = state.store.usage(filter).await?;
     state.store.caught_up().await?;
     match q.format.as_deref().unwrap_or("jsonl") {
         "jsonl" => {
@@ -316,7 +298,8 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
 async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let task = state
         .store
-        .task(&task_id)?
+        .task(&task_id)
+        .await?
         .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?;
     state.store.caught_up().await?;
     let mut view = crate::tasks::view(&task);
@@ -353,14 +336,12 @@ async fn switch_model(
     };
     let spec = crate::catalog::ModelSpec::find(&model)
         .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
-    let id = spec.id;
-    off_worker(&state, move |store| store.set_model_switch(id, enabled)).await??;
+    state.store.set_model_switch(spec.id, enabled).await?;
     state.registry.set_enabled(spec.id, enabled);
     Ok(HttpResponse::Ok().json(json!({"model": spec.id, "enabled": enabled})))
 }
 
 async fn verify(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let store = state.store.clone();
-    let report = web::block(move || store.verify_ledger()).await.map_err(ApiError::internal)??;
+    let report = state.store.verify_ledger().await?;
     Ok(HttpResponse::Ok().json(report))
 }

@@ -5,7 +5,7 @@ use crate::state::AppState;
 use crate::store::KeyRecord;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
-use std::future::{Ready, ready};
+use futures_util::future::LocalBoxFuture;
 use std::sync::Arc;
 
 /// The authenticated caller of a `/v1` route: the record of the key it presented, shared with the key cache.
@@ -41,14 +41,15 @@ pub fn presented_key(req: &HttpRequest) -> Option<&str> {
 
 impl FromRequest for Caller {
     type Error = ApiError;
-    type Future = Ready<Result<Caller, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Caller, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(authenticate(req))
+        let req = req.clone();
+        Box::pin(async move { authenticate(&req).await })
     }
 }
 
-fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     let key = presented_key(req).ok_or_else(|| {
         ApiError::new(
             ErrorCode::missing_api_key,
@@ -56,9 +57,8 @@ fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
         )
     })?;
     let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("no app state"))?;
-    // A redb read transaction does not wait for writers, so this stays on the worker thread.
     let hash = crate::store::hash_key(key);
-    match state.store.key(&hash)? {
+    match state.store.key(&hash).await? {
         Some(record) if !record.revoked => {
             state.limits.request(hash)?;
             Ok(Caller { key: record })

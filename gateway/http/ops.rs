@@ -23,7 +23,7 @@ async fn healthz(state: web::Data<crate::state::AppState>) -> HttpResponse {
 /// Ready once the store is open and the catalog compiled (before the server binds), while the store can
 /// be read and can make writes durable.
 async fn readyz(state: web::Data<crate::state::AppState>) -> HttpResponse {
-    match state.store.task("readiness-probe") {
+    match state.store.task("readiness-probe").await {
         Ok(_) if state.store.writable() => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
         _ => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"})),
     }

@@ -41,7 +41,7 @@ pub async fn submit(
     // A task the key may be taken over from: its first attempt ended without doing the work.
     let mut replacing = None;
     if let Some((key, body_hash)) = &idempotency
-        && let Some(existing) = state.store.idempotency(key)?
+        && let Some(existing) = state.store.idempotency(key).await?
     {
         match replay(&state, &caller, endpoint, body_hash, &existing).await? {
             Replayed::Answer(answer) => return Ok(answer),
@@ -59,9 +59,10 @@ pub async fn submit(
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
     let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
     let synchronous = admitted.model.task_mode == TaskMode::Sync;
-    if synchronous && idempotency.is_none() {
+    if synchronous && idempotency.is_none() && state.store.earmarks_in_memory() {
         // Written once, when it ends: its money is earmarked in memory meanwhile. A keyed request is stored
-        // first (below), so that a retry while the upstream works finds it.
+        // first (below), so that a retry while the upstream works finds it; so is every task where money is
+        // decided in the database.
         let earmark = state.store.earmark(caller.account(), hold).await?.map_err(|s| refusal(&admitted, s))?;
         (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
         task.billing = Some(billing);
@@ -167,7 +168,7 @@ async fn replay(
     // The first request may still be waiting for its task to be committed and reach the disk; read it and
     // answer no sooner than it can.
     state.store.caught_up().await?;
-    let task = tasks::owned_task(state, caller.account(), &existing.task_id)?;
+    let task = tasks::owned_task(state, caller.account(), &existing.task_id).await?;
     request_id::set(task.request_id.clone());
     let model = crate::catalog::ModelSpec::find(&task.model);
     let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);

@@ -18,7 +18,7 @@ async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<Stri
     if let Some(answer) = state.finished.get(&task_id).filter(|answer| answer.account == caller.account()) {
         return Ok(respond(&answer));
     }
-    let task = tasks::owned_task(&state, caller.account(), &task_id)?;
+    let task = tasks::owned_task(&state, caller.account(), &task_id).await?;
     // What was read may be applied but not yet durable (its fsync under way): show it no sooner.
     state.store.caught_up().await?;
     let answer = Arc::new(TaskAnswer::render(&task).map_err(ApiError::internal)?);

@@ -52,6 +52,42 @@ impl UsageRecord<'_> {
     }
 }
 
+/// Which lines of the usage log to read.
+#[derive(Debug, Clone, Default)]
+pub struct UsageFilter {
+    pub account: Option<String>,
+    pub model: Option<String>,
+    /// Epoch milliseconds, inclusive.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+impl UsageFilter {
+    /// Whether `task`'s line is one to read (if it has one).
+    pub fn keeps(&self, task: &TaskRecord) -> bool {
+        let at = task.ended_ms();
+        self.account.as_deref().is_none_or(|a| a == task.account)
+            && self.model.as_deref().is_none_or(|m| m == task.model)
+            && self.since.is_none_or(|s| at >= s)
+            && self.until.is_none_or(|u| at <= u)
+    }
+
+    /// The lines of `tasks` it keeps, oldest first.
+    pub fn lines<'t>(
+        &self,
+        tasks: impl IntoIterator<Item = &'t TaskRecord>,
+    ) -> Result<Vec<serde_json::Value>, serde_json::Error> {
+        let mut lines: Vec<(i64, serde_json::Value)> = Vec::new();
+        for task in tasks {
+            if let Some(line) = UsageRecord::of(task).filter(|_| self.keeps(task)) {
+                lines.push((line.at_ms, serde_json::to_value(line)?));
+            }
+        }
+        lines.sort_by_key(|(at, _)| *at);
+        Ok(lines.into_iter().map(|(_, line)| line).collect())
+    }
+}
+
 fn pots_as_object<S: serde::Serializer>(pots: &&[(Pot, i64)], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_map(pots.iter().map(|(pot, amount)| (pot, amount)))
 }

@@ -90,11 +90,16 @@ pub async fn forward_async(
             // Durable: it also persists the task and its hold, written deferred before the forward.
             let updated = state
                 .store
-                .change_task(task, &[TaskStatus::Queued], Commit::Durable, move |t| {
-                    t.upstream_task_id = Some(upstream_id);
-                    t.next_poll_ms = first_poll;
-                    t.updated_ms = now_ms();
-                })
+                .change_task(
+                    task.into(),
+                    &[TaskStatus::Queued],
+                    Commit::Durable,
+                    Box::new(move |t| {
+                        t.upstream_task_id = Some(upstream_id);
+                        t.next_poll_ms = first_poll;
+                        t.updated_ms = now_ms();
+                    }),
+                )
                 .await?;
             let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
             state.poller.schedule(task.clone());
@@ -203,7 +208,7 @@ pub async fn finish(
     let finished = match task.into() {
         OpenTask::Stored(task) => {
             let live = [TaskStatus::Queued, TaskStatus::Running];
-            let changed = state.store.change_task(task, &live, Commit::Durable, end).await?;
+            let changed = state.store.change_task(task, &live, Commit::Durable, Box::new(end)).await?;
             if let Some(task) = &changed {
                 state.limits.release(&task.account);
             }
@@ -266,8 +271,8 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
 }
 
 /// `account`'s task, or a 404 that looks the same whether it is missing or someone else's.
-pub fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
-    match state.store.task(task_id)? {
+pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+    match state.store.task(task_id).await? {
         Some(task) if task.account == account => Ok(task),
         _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
     }
@@ -275,7 +280,7 @@ pub fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<Task
 
 /// Cancels a task the upstream has not started; anything later is a 409.
 pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
-    let task = owned_task(state, account, task_id)?;
+    let task = owned_task(state, account, task_id).await?;
     let not_cancellable = |status: TaskStatus| {
         ApiError::new(
             ErrorCode::task_not_cancellable,
@@ -305,7 +310,7 @@ pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -
         Some(task) => Ok(task),
         None => {
             // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
-            let task = owned_task(state, account, task_id)?;
+            let task = owned_task(state, account, task_id).await?;
             if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
         }
     }

@@ -20,7 +20,7 @@ use crate::catalog::{Media, ModelSpec};
 use crate::clock::now_ms;
 use crate::config::PollerConfig;
 use crate::state::AppState;
-use crate::store::{Commit, TaskError, TaskRecord, TaskStatus};
+use crate::store::{Commit, StoreError, TaskError, TaskRecord, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, ListRequest, ListedStatus, ListedTask};
 use actix_web::web;
@@ -118,6 +118,8 @@ enum Report {
     Checked { ticket: u64, slot: Slot, outcome: Outcome },
     /// A RUNNING mark was written (or not) for `task`.
     MarkedRunning { slot: Slot, task: Id, written: bool },
+    /// Job `ticket` read the task in `slot`, which had no upstream id.
+    ReadOrphan { ticket: u64, slot: Slot, read: Result<Option<Box<TaskRecord>>, StoreError> },
 }
 
 /// Where a task stands after a job looked at it.
@@ -146,6 +148,7 @@ enum StoreJob {
     Timeout { slot: Slot, task: Id, ticket: u64 },
     Fail { slot: Slot, task: Id, ticket: u64, code: &'static str, message: &'static str },
     MarkRunning { slot: Slot, task: Id, next_poll_ms: i64 },
+    ReadOrphan { slot: Slot, task: Id, ticket: u64 },
 }
 
 /// A slot taken from a counter; freeing it wakes the loop to hand out more work.
@@ -305,7 +308,9 @@ impl Sweeper {
                     lane.fetches.push_back((slot, ticket));
                 }
             } else if task.upstream_id.is_none() {
-                self.orphan(slot, now);
+                let (task, ticket) = (task.task_id.clone(), self.ticket());
+                self.tracker.hold(slot, ticket);
+                self.store_jobs.push_back(StoreJob::ReadOrphan { slot, task, ticket });
             } else if !self.lanes.iter().any(|l| l.region == region) {
                 let later = now + self.config().max_interval_ms as i64;
                 self.tracker.release(slot, TAKEN, Some(later));
@@ -353,31 +358,30 @@ impl Sweeper {
         }
     }
 
-    /// A due task with no upstream id: its forward may have finished since, or been cut short by a crash.
-    fn orphan(&mut self, slot: Slot, now: i64) {
-        let Some(task_id) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
-        let record = match self.state.store.task(&task_id) {
+    /// A due task with no upstream id, as read again: its forward may have finished since, or been cut
+    /// short by a crash.
+    fn orphan(&mut self, slot: Slot, ticket: u64, read: Result<Option<Box<TaskRecord>>, StoreError>, now: i64) {
+        let record = match read {
             Ok(Some(record)) if !record.status.is_terminal() => record,
             Ok(_) => {
-                self.tracker.release(slot, TAKEN, None);
+                self.tracker.release(slot, ticket, None);
                 return;
             }
             Err(e) => {
-                tracing::error!(task_id = &*task_id, error = %e, "poller could not read task");
-                self.tracker.release(slot, TAKEN, Some(now + self.config().max_interval_ms as i64));
+                tracing::error!(error = %e, "poller could not read task");
+                self.tracker.release(slot, ticket, Some(now + self.config().max_interval_ms as i64));
                 return;
             }
         };
         if record.upstream_task_id.is_some() {
             self.learn_upstream(slot, &record);
-            self.tracker.release(slot, TAKEN, Some(now));
+            self.tracker.release(slot, ticket, Some(now));
         } else if super::interrupted(&self.state, &record) || now - record.created_ms > ORPHAN_AFTER_MS {
-            let ticket = self.ticket();
-            self.tracker.hold(slot, ticket);
+            let Some(task) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
             let (code, message) = (super::SUBMISSION_INTERRUPTED, super::SUBMISSION_INTERRUPTED_MESSAGE);
-            self.store_jobs.push_back(StoreJob::Fail { slot, task: task_id, ticket, code, message });
+            self.store_jobs.push_back(StoreJob::Fail { slot, task, ticket, code, message });
         } else {
-            self.tracker.release(slot, TAKEN, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
+            self.tracker.release(slot, ticket, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
         }
     }
 
@@ -424,6 +428,7 @@ impl Sweeper {
                     self.tracker.release(slot, ticket, Some(self.retry_due(slot, now)));
                 }
             },
+            Report::ReadOrphan { ticket, slot, read } => self.orphan(slot, ticket, read, now),
             Report::MarkedRunning { slot, task, written } => {
                 let same = self.tracker.get(slot).is_some_and(|t| Rc::ptr_eq(&t.task_id, &task));
                 if !written && same {
@@ -715,13 +720,21 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             // Durable: a task query may say `running` as soon as it is written.
             let written = state
                 .store
-                .change_task(&*task, &[TaskStatus::Queued], Commit::Durable, move |t| {
-                    t.status = TaskStatus::Running;
-                    t.next_poll_ms = next_poll_ms;
-                    t.updated_ms = now_ms();
-                })
+                .change_task(
+                    (*task).into(),
+                    &[TaskStatus::Queued],
+                    Commit::Durable,
+                    Box::new(move |t| {
+                        t.status = TaskStatus::Running;
+                        t.next_poll_ms = next_poll_ms;
+                        t.updated_ms = now_ms();
+                    }),
+                )
                 .await;
             Report::MarkedRunning { slot, task, written: written.is_ok() }
+        }
+        StoreJob::ReadOrphan { slot, task, ticket } => {
+            Report::ReadOrphan { ticket, slot, read: state.store.task(&task).await.map(|t| t.map(Box::new)) }
         }
     };
     let _ = reports.send(report);

@@ -12,7 +12,7 @@
 //! that would take earmarked money: an account's pots never hold less than their earmarks, and the write
 //! that charges an earmark always finds its money.
 
-use super::tasks::Hold;
+use super::Hold;
 use crate::billing::books::{Funds, Pot, Shortfall, plan_hold};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -21,12 +21,12 @@
 //! of its batch goes on. A failure to log a batch stops the writer (what readers may have seen could
 //! not be made durable, so no later write is taken); so does a failed sync of the log.
 
-use super::StoreError;
 use super::checkpointer::Checkpointer;
 use super::overlay::{Changes, Overlay, View};
 use super::syncer::Syncer;
 use super::tx::Tx;
 use super::wal::{Record, Wal};
+use super::{Commit, StoreError};
 use redb::Database;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -52,16 +52,6 @@ const CHECKPOINT_BYTES: u64 = 16 << 20;
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 10 });
 /// How often a due checkpoint is looked at again while the one before is still being committed.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(5);
-
-/// How soon a write must be on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Commit {
-    /// On disk before the caller hears back.
-    Durable,
-    /// Visible at once; on disk with the next durable write. For state no response has claimed yet (a task
-    /// record before its submission is acknowledged).
-    Deferred,
-}
 
 pub(super) trait Job: Send {
     fn commit(&self) -> Commit;

@@ -5,7 +5,7 @@
 //! every pot equals its entries and is never negative; every settlement lies within `[0, hold]`; and no
 //! money was made: the pots, what live tasks hold and what settled tasks charged add up to what was paid in.
 
-use super::tasks::Hold;
+use super::Hold;
 use super::{Commit, Inserted, Store, TaskRecord, TaskStatus, wal};
 use crate::billing::books::{EntryKind, Posting, Pot};
 use proptest::prelude::*;

@@ -123,8 +123,8 @@ impl<'t, K: Key + 'static, V: Value + 'static> Deref for Table<'t, K, V> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::Tx;
-    use crate::store::overlay::Changes;
-    use crate::store::{MODEL_SWITCHES, Store, wal};
+    use crate::store::embedded::overlay::Changes;
+    use crate::store::embedded::{MODEL_SWITCHES, Store, wal};
 
     #[test]
     fn a_rolled_back_write_leaves_what_the_batch_staged_before_it() {

@@ -1,192 +1,16 @@
 //! Task records. Every status change is a compare-and-swap inside one write transaction, so a task reaches
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
-use super::Tx;
 use super::earmarks::{Book, Earmark};
 use super::ledger::{self, Keep};
-use super::usage::UsageRecord;
-use super::{Commit, IDEMPOTENCY, IN_FLIGHT, Pending, Store, StoreError, TASKS, decode, encode};
+use super::{
+    Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,
+    StoredTask, TASKS, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
+};
 use crate::billing::books::{EntryKind, Posting, Shortfall};
-use serde::{Deserialize, Serialize};
+use crate::store::UsageFilter;
 use serde_json::Value;
-use std::borrow::Cow;
 use std::sync::Arc;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    Queued,
-    Running,
-    Success,
-    Failed,
-    Timeout,
-    Cancelled,
-}
-
-impl TaskStatus {
-    pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Success | TaskStatus::Failed | TaskStatus::Timeout | TaskStatus::Cancelled)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Queued => "queued",
-            TaskStatus::Running => "running",
-            TaskStatus::Success => "success",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Timeout => "timeout",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub const ALL: [TaskStatus; 6] = [
-        TaskStatus::Queued,
-        TaskStatus::Running,
-        TaskStatus::Success,
-        TaskStatus::Failed,
-        TaskStatus::Timeout,
-        TaskStatus::Cancelled,
-    ];
-}
-
-/// One result file of a finished task.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TaskResult {
-    pub url: String,
-    #[serde(rename = "type")]
-    pub kind: Cow<'static, str>,
-    pub expires_at: String,
-}
-
-/// Why a task failed.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TaskError {
-    pub code: String,
-    pub message: String,
-}
-
-/// Money to set aside for a new task.
-#[derive(Debug, Clone, Copy)]
-pub struct Hold {
-    pub amount: i64,
-    /// Only the free-trial pot may fund it.
-    pub trial_only: bool,
-}
-
-/// What `add_task` did.
-#[derive(Debug)]
-pub enum Inserted {
-    Stored(Box<StoredTask>),
-    /// The idempotency key was already used; nothing was written.
-    Duplicate(IdempotencyRecord),
-    /// The account cannot fund the hold; nothing was written.
-    Shortfall(Shortfall),
-}
-
-/// What an `Idempotency-Key` was first used for.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct IdempotencyRecord {
-    /// SHA-256 of the request body, hex.
-    pub body_hash: String,
-    pub task_id: String,
-}
-
-/// An `Idempotency-Key` a new task claims.
-#[derive(Debug, Clone)]
-pub struct IdempotencyClaim {
-    /// The store key (account and client key).
-    pub key: String,
-    pub record: IdempotencyRecord,
-    /// A task the key may be taken over from: one that ended without doing its work (its submission was
-    /// interrupted, or its client went away), so a retry does the work instead of replaying nothing.
-    pub replacing: Option<String>,
-}
-
-/// A task as a write stored it, with the bytes it is stored as.
-#[derive(Debug, Clone)]
-pub struct StoredTask {
-    pub record: TaskRecord,
-    bytes: Vec<u8>,
-}
-
-/// The task a change is for.
-#[derive(Debug)]
-pub enum TaskRef {
-    Id(String),
-    /// The task as the caller last had it from the store: while the stored bytes are still the same (a
-    /// compare), they are neither decoded nor the record encoded again.
-    AsStored(Box<StoredTask>),
-}
-
-impl From<&str> for TaskRef {
-    fn from(task_id: &str) -> TaskRef {
-        TaskRef::Id(task_id.to_string())
-    }
-}
-
-impl From<Box<StoredTask>> for TaskRef {
-    fn from(task: Box<StoredTask>) -> TaskRef {
-        TaskRef::AsStored(task)
-    }
-}
-
-/// A task as stored.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskRecord {
-    pub task_id: String,
-    pub request_id: String,
-    pub account: String,
-    pub key_prefix: String,
-    /// The catalog's names, borrowed when a task is made (no copy per request) and owned when read back.
-    pub model: Cow<'static, str>,
-    pub operation: Cow<'static, str>,
-    pub media: crate::catalog::Media,
-    pub status: TaskStatus,
-    /// Local time, `YYYY-MM-DD HH:MM:SS`.
-    pub created_at: String,
-    pub created_ms: i64,
-    pub updated_ms: i64,
-    #[serde(default)]
-    pub finished_ms: Option<i64>,
-    /// Set once the upstream accepted the job.
-    #[serde(default)]
-    pub upstream_task_id: Option<String>,
-    /// When the poller should ask the upstream next (epoch ms).
-    #[serde(default)]
-    pub next_poll_ms: i64,
-    pub deadline_ms: i64,
-    #[serde(default)]
-    pub results: Vec<TaskResult>,
-    /// The upstream's `usage`, as it came.
-    #[serde(default)]
-    pub usage: Option<crate::upstream::Usage>,
-    #[serde(default)]
-    pub error: Option<TaskError>,
-    /// Billing state of the task (hold, settlement), owned by the billing module.
-    #[serde(default)]
-    pub billing: Option<crate::billing::TaskBilling>,
-}
-
-impl TaskRecord {
-    /// Settles the task, which has just ended, by billing's rules ([`crate::billing::settle`]): writes the
-    /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
-    pub fn settle(&mut self) -> Option<Vec<Posting>> {
-        let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
-        let ending = crate::billing::Ending {
-            task_id,
-            account,
-            model,
-            state: status.as_str(),
-            delivered: (*status == TaskStatus::Success).then_some(usage.as_ref()),
-        };
-        crate::billing::settle(billing.as_mut()?, &ending)
-    }
-
-    /// When the task ended (what its usage line and its settlement's entries are dated by).
-    pub fn ended_ms(&self) -> i64 {
-        self.finished_ms.unwrap_or(self.updated_ms)
-    }
-}
 
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
@@ -288,20 +112,12 @@ impl Store {
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// The usage log's lines matching `filter`, oldest first: one per settled task, dated when it ended.
-    pub fn usage(&self, filter: impl Fn(&Value) -> bool) -> Result<Vec<Value>, StoreError> {
+    /// The usage log's lines `filter` keeps, oldest first: one per settled task, dated when it ended.
+    pub fn usage(&self, filter: &UsageFilter) -> Result<Vec<Value>, StoreError> {
         let tx = self.view()?;
-        let mut lines = Vec::new();
-        for row in tx.open_table(TASKS)?.iter()? {
-            let task: TaskRecord = decode(row?.1.value())?;
-            let Some(line) = UsageRecord::of(&task) else { continue };
-            let line = serde_json::to_value(line)?;
-            if filter(&line) {
-                lines.push(line);
-            }
-        }
-        lines.sort_by_key(|line| line["at_ms"].as_i64());
-        Ok(lines)
+        let tasks: Vec<TaskRecord> =
+            tx.open_table(TASKS)?.iter()?.map(|row| decode(row?.1.value())).collect::<Result<_, _>>()?;
+        Ok(filter.lines(&tasks)?)
     }
 
     /// Applies `change` if the task is still in one of `expected`, committed as `commit` asks; resolves to

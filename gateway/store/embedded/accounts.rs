@@ -1,32 +1,11 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
 use super::ledger;
-use super::{ACCOUNTS, KEYS, Refusal, Store, StoreError, Tx, decode, encode};
+use super::{ACCOUNTS, Account, KEYS, KeyRecord, Refusal, Store, StoreError, Tx, decode, encode};
 use crate::billing::books::{EntryKind, Posting, Pot};
-use rand::RngCore;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use crate::store::hash_key;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Account {
-    pub name: String,
-    pub created_at: String,
-    /// The plan's name, once one is set (`Store::set_plan`).
-    #[serde(default)]
-    pub plan: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KeyRecord {
-    pub account: String,
-    /// The first characters of the key, safe to show and log.
-    pub prefix: String,
-    pub created_at: String,
-    #[serde(default)]
-    pub revoked: bool,
-}
 
 /// Key records already read, so authenticating a request usually costs no store read. Only keys that
 /// exist are cached (a flood of made-up keys cannot grow it). Any change to the keys table empties it and
@@ -62,11 +41,6 @@ impl KeyCache {
         inner.generation += 1;
         inner.records.clear();
     }
-}
-
-/// The stored form of a key.
-pub fn hash_key(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
 }
 
 /// The account, created in `tx` if it does not exist yet.
@@ -131,9 +105,7 @@ impl Store {
 
     /// Creates a key for `account` (creating the account too) and returns the plain key, once.
     pub fn create_key(&self, account: &str) -> Result<String, StoreError> {
-        let mut bytes = [0u8; 24];
-        rand::rng().fill_bytes(&mut bytes);
-        let key = format!("mg-{}", hex::encode(bytes));
+        let key = crate::store::new_key();
         self.insert_key(account, &key)?;
         Ok(key)
     }

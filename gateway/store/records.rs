@@ -1,0 +1,216 @@
+//! The records every backend stores: tasks (with their idempotency records), accounts and their keys.
+//! Plain data; what a backend does with them is the [`super::Storage`] interface.
+
+use crate::billing::books::{Posting, Shortfall};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Success,
+    Failed,
+    Timeout,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskStatus::Success | TaskStatus::Failed | TaskStatus::Timeout | TaskStatus::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Success => "success",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Timeout => "timeout",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub const ALL: [TaskStatus; 6] = [
+        TaskStatus::Queued,
+        TaskStatus::Running,
+        TaskStatus::Success,
+        TaskStatus::Failed,
+        TaskStatus::Timeout,
+        TaskStatus::Cancelled,
+    ];
+}
+
+/// One result file of a finished task.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskResult {
+    pub url: String,
+    #[serde(rename = "type")]
+    pub kind: Cow<'static, str>,
+    pub expires_at: String,
+}
+
+/// Why a task failed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Money to set aside for a new task.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    pub amount: i64,
+    /// Only the free-trial pot may fund it.
+    pub trial_only: bool,
+}
+
+/// What `add_task` did.
+#[derive(Debug)]
+pub enum Inserted {
+    Stored(Box<StoredTask>),
+    /// The idempotency key was already used; nothing was written.
+    Duplicate(IdempotencyRecord),
+    /// The account cannot fund the hold; nothing was written.
+    Shortfall(Shortfall),
+}
+
+/// What an `Idempotency-Key` was first used for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the request body, hex.
+    pub body_hash: String,
+    pub task_id: String,
+}
+
+/// An `Idempotency-Key` a new task claims.
+#[derive(Debug, Clone)]
+pub struct IdempotencyClaim {
+    /// The store key (account and client key).
+    pub key: String,
+    pub record: IdempotencyRecord,
+    /// A task the key may be taken over from: one that ended without doing its work (its submission was
+    /// interrupted, or its client went away), so a retry does the work instead of replaying nothing.
+    pub replacing: Option<String>,
+}
+
+/// A task as a write stored it, with the bytes it is stored as.
+#[derive(Debug, Clone)]
+pub struct StoredTask {
+    pub record: TaskRecord,
+    /// As the backend stored them (a backend that compares by status alone leaves them empty).
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The task a change is for.
+#[derive(Debug)]
+pub enum TaskRef {
+    Id(String),
+    /// The task as the caller last had it from the store: while the stored bytes are still the same (a
+    /// compare), they are neither decoded nor the record encoded again.
+    AsStored(Box<StoredTask>),
+}
+
+impl From<&str> for TaskRef {
+    fn from(task_id: &str) -> TaskRef {
+        TaskRef::Id(task_id.to_string())
+    }
+}
+
+impl From<Box<StoredTask>> for TaskRef {
+    fn from(task: Box<StoredTask>) -> TaskRef {
+        TaskRef::AsStored(task)
+    }
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub request_id: String,
+    pub account: String,
+    pub key_prefix: String,
+    /// The catalog's names, borrowed when a task is made (no copy per request) and owned when read back.
+    pub model: Cow<'static, str>,
+    pub operation: Cow<'static, str>,
+    pub media: crate::catalog::Media,
+    pub status: TaskStatus,
+    /// Local time, `YYYY-MM-DD HH:MM:SS`.
+    pub created_at: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    #[serde(default)]
+    pub finished_ms: Option<i64>,
+    /// Set once the upstream accepted the job.
+    #[serde(default)]
+    pub upstream_task_id: Option<String>,
+    /// When the poller should ask the upstream next (epoch ms).
+    #[serde(default)]
+    pub next_poll_ms: i64,
+    pub deadline_ms: i64,
+    #[serde(default)]
+    pub results: Vec<TaskResult>,
+    /// The upstream's `usage`, as it came.
+    #[serde(default)]
+    pub usage: Option<crate::upstream::Usage>,
+    #[serde(default)]
+    pub error: Option<TaskError>,
+    /// Billing state of the task (hold, settlement), owned by the billing module.
+    #[serde(default)]
+    pub billing: Option<crate::billing::TaskBilling>,
+}
+
+impl TaskRecord {
+    /// Settles the task, which has just ended, by billing's rules ([`crate::billing::settle`]): writes the
+    /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
+    pub fn settle(&mut self) -> Option<Vec<Posting>> {
+        let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
+        let ending = crate::billing::Ending {
+            task_id,
+            account,
+            model,
+            state: status.as_str(),
+            delivered: (*status == TaskStatus::Success).then_some(usage.as_ref()),
+        };
+        crate::billing::settle(billing.as_mut()?, &ending)
+    }
+
+    /// When the task ended (what its usage line and its settlement's entries are dated by).
+    pub fn ended_ms(&self) -> i64 {
+        self.finished_ms.unwrap_or(self.updated_ms)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Account {
+    pub name: String,
+    pub created_at: String,
+    /// The plan's name, once one is set (`Store::set_plan`).
+    #[serde(default)]
+    pub plan: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub account: String,
+    /// The first characters of the key, safe to show and log.
+    pub prefix: String,
+    pub created_at: String,
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// A new API key: the plain key, shown once (the store keeps its [`hash_key`]).
+pub fn new_key() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("mg-{}", hex::encode(bytes))
+}
+
+/// The stored form of a key.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
