@@ -30,6 +30,34 @@ pub struct Config {
     pub finished_task_cache_bytes: u64,
     /// Serve HTTPS on `listen` (for deployments with no load balancer in front to end TLS).
     pub tls: Option<ListenerTls>,
+    /// Where durable state lives: the embedded store in `data_dir` unless a PostgreSQL URL is given.
+    pub store: StoreConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `postgres://user:password@host:port/dbname` (`?sslmode=require` for TLS): every replica with the same
+    /// URL serves as one gateway. `--database-url` and `MEDIAGATE_DATABASE_URL` override it.
+    pub url: Option<String>,
+    /// Connections each replica keeps to the database.
+    pub pool_size: usize,
+    /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig { url: None, pool_size: 16, ca_file: None }
+    }
+}
+
+impl StoreConfig {
+    /// How to reach PostgreSQL, when a URL is set.
+    pub fn postgres(&self) -> Option<crate::store::postgres::Options> {
+        let url = self.url.clone().filter(|url| !url.trim().is_empty())?;
+        Some(crate::store::postgres::Options { url, pool_size: self.pool_size, ca_file: self.ca_file.clone() })
+    }
 }
 
 /// The listener's certificate chain and private key, both PEM.
@@ -124,6 +152,7 @@ impl Default for Config {
             max_task_seconds: 0,
             finished_task_cache_bytes: 64 * 1024 * 1024,
             tls: None,
+            store: StoreConfig::default(),
         }
     }
 }

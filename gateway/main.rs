@@ -61,6 +61,15 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// Apply the database schema's migrations to PostgreSQL (`serve` applies them too, at start).
+    Migrate {
+        /// The database (`postgres://user:password@host:port/dbname`).
+        #[arg(long, env = "MEDIAGATE_DATABASE_URL", hide_env_values = true)]
+        database_url: String,
+        /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
     /// Write every operation schema, every model schema and openapi.json for client teams.
     Schemas {
         /// The directory to write them into (created if missing).
@@ -80,6 +89,10 @@ struct ServeArgs {
     /// Directory of the store; overrides the config.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Run on PostgreSQL (`postgres://user:password@host:port/dbname`) instead of the embedded store;
+    /// overrides the config's `store.url`.
+    #[arg(long, env = "MEDIAGATE_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
 }
 
 #[derive(Args)]
@@ -236,6 +249,13 @@ fn run(cli: Cli) -> Result<(), String> {
             print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }
+        Command::Migrate { database_url, ca_file } => {
+            let options = mediagate::store::postgres::Options { url: database_url, pool_size: 1, ca_file };
+            let applied = actix_web::rt::System::new()
+                .block_on(mediagate::store::postgres::migrate(options))
+                .map_err(|e| e.to_string())?;
+            print(format!("{applied} migration(s) applied; the schema is current"))
+        }
         Command::Schemas { out } => mediagate::catalog::write_schemas(&out).map_err(|e| e.to_string()),
     }
 }
@@ -316,6 +336,9 @@ fn load_config(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(dir) = &args.data_dir {
         config.data_dir = dir.clone();
+    }
+    if let Some(url) = &args.database_url {
+        config.store.url = Some(url.clone());
     }
     Ok(config)
 }

@@ -16,7 +16,10 @@ pub async fn build_state(config: Config, upstreams: Upstreams) -> std::io::Resul
 
 /// The store the config names: PostgreSQL at its database URL, else the embedded store in its data dir.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Storage>, crate::store::StoreError> {
-    Ok(Arc::new(crate::store::embedded::Store::open(&config.data_dir)?))
+    match config.store.postgres() {
+        Some(options) => Ok(Arc::new(crate::store::postgres::Store::connect(options).await?)),
+        None => Ok(Arc::new(crate::store::embedded::Store::open(&config.data_dir)?)),
+    }
 }
 
 /// Serves `state` on `listener` (plus any extra routes, e.g. the demo's simulator) until a shutdown
@@ -28,6 +31,7 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let config = state.config.clone();
     actix_web::rt::spawn(crate::tasks::poller::run(state.clone()));
+    actix_web::rt::spawn(follow_switches(state.clone()));
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
@@ -65,6 +69,17 @@ pub async fn run(
         tracing::error!(error = %e, "could not close the store");
     }
     served
+}
+
+/// Model switches flipped by another replica sharing the store take effect here too.
+async fn follow_switches(state: web::Data<AppState>) {
+    loop {
+        state.store.changed().await;
+        match state.store.model_switches().await {
+            Ok(switches) => state.registry.reload(switches),
+            Err(e) => tracing::debug!(error = %e, "could not read the model switches again"),
+        }
+    }
 }
 
 /// The address clients reach the listener at.

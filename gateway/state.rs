@@ -31,7 +31,7 @@ impl AppState {
         let limits = Limits::new(&config.limits);
         limits.restore(in_flight.iter().map(|t| t.account.clone()));
         crate::metrics::set_in_flight(in_flight.len() as i64);
-        let poller = Poller::new(in_flight);
+        let poller = Poller::new(store.claim().await.map_err(|e| e.to_string())?);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
         let started_ms = crate::clock::now_ms();
         Ok(AppState {

@@ -92,6 +92,26 @@ fn keyed(demo: &Demo, key: &str, idempotency: &str, path: &str, body: &serde_jso
     demo.request("POST", path, Some(body), &[("Authorization", &auth), ("Idempotency-Key", idempotency)])
 }
 
+/// A keyed retry after a crash, retried as the 409 asks while the first attempt may still be under way:
+/// at once on the embedded store (one process, which restarted), within a lease on PostgreSQL (another
+/// replica could be forwarding it until its lease runs out).
+fn retried_after_crash(
+    demo: &Demo,
+    key: &str,
+    idempotency: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> common::Reply {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = keyed(demo, key, idempotency, path, body);
+        if reply.status != 409 || reply.code() != "request_in_progress" || std::time::Instant::now() > deadline {
+            return reply;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn a_keyed_retry_answers_what_the_first_attempt_answered_never_an_acceptance_of_a_failure() {
     let demo = Demo::start();
@@ -157,7 +177,7 @@ fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once()
     assert!(!first.join().unwrap(), "the first attempt got no answer");
 
     let demo = Demo::start_in(tmp.path(), &listen, 0.05);
-    let retry = keyed(&demo, &key, "crash-1", "/v1/images/generations", &body);
+    let retry = retried_after_crash(&demo, &key, "crash-1", "/v1/images/generations", &body);
     assert_eq!(retry.status, 200, "{:?}", retry.json);
     assert!(retry.json["data"][0]["url"].is_string(), "the endpoint's answer, not a task view: {:?}", retry.json);
     let again = keyed(&demo, &key, "crash-1", "/v1/images/generations", &body);
@@ -192,7 +212,7 @@ fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarde
     signal(&simulator, "-CONT");
 
     let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
-    let retry = keyed(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
+    let retry = retried_after_crash(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
     assert_eq!((retry.status, retry.json["status"].as_str()), (200, Some("queued")), "{:?}", retry.json);
     let task = gateway.wait_terminal_as(&key, retry.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
     assert_eq!(task["status"], "success", "{task}");

@@ -41,7 +41,7 @@ fn admin_output_cut_short_by_its_reader_ends_quietly() {
 
 #[test]
 fn a_store_held_by_a_running_gateway_says_so_and_shows_the_way_round() {
-    let demo = Demo::start();
+    let demo = Demo::start_embedded();
     let data_dir = demo.data_dir.join("gateway").display().to_string();
     let output = mediagate(&["ledger", "verify", "--data-dir", &data_dir]).output().unwrap();
     assert!(!output.status.success());

@@ -21,7 +21,7 @@ fn demo_with_faults(dir: &std::path::Path, listen: &str) -> (Demo, std::path::Pa
         std::fs::write(&faults, "").unwrap();
     }
     let env = faults.display().to_string();
-    (Demo::start_with(dir, listen, 0.05, "", &[("MEDIAGATE_STORE_FAULTS", env.as_str())]), faults)
+    (Demo::start_embedded_with(dir, listen, 0.05, "", &[("MEDIAGATE_STORE_FAULTS", env.as_str())]), faults)
 }
 
 /// Waits for the process to exit; its exit code.

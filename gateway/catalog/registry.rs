@@ -32,6 +32,11 @@ impl Registry {
         switches.insert(model.to_string(), enabled);
     }
 
+    /// Takes every switch as stored (another replica may have flipped one).
+    pub fn reload(&self, switches: Vec<(String, bool)>) {
+        *self.switches.write().unwrap_or_else(|e| e.into_inner()) = switches.into_iter().collect();
+    }
+
     /// Enabled models in spec order.
     pub fn enabled_models(&self) -> impl Iterator<Item = &'static ModelSpec> + '_ {
         MODELS.iter().filter(|m| self.is_enabled(m))

@@ -172,7 +172,7 @@ async fn replay(
     request_id::set(task.request_id.clone());
     let model = crate::catalog::ModelSpec::find(&task.model);
     let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);
-    if tasks::interrupted(state, &task) {
+    if tasks::interrupted(state, &task).await? {
         tasks::end_interrupted(state, &task.task_id).await?;
         return Ok(Replayed::Redo(task.task_id));
     }

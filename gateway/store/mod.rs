@@ -7,7 +7,8 @@
 //! their outcome in, and never the reverse.
 
 pub mod embedded;
-// pub mod postgres;
+mod keys;
+pub mod postgres;
 mod records;
 mod usage;
 
@@ -107,6 +108,15 @@ pub trait Storage: Send + Sync {
     ) -> Result<Option<TaskRecord>, StoreError>;
     /// Every task that has not reached a terminal state.
     async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Live tasks no process polls (the first call: those of the processes before; later, those whose
+    /// poller's lease ran out), leased to this process to poll from now on.
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Whether a live task without an upstream task id was left by the process submitting it (it stopped
+    /// before forwarding it). `started_ms`: when this process opened the store.
+    async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError>;
+    /// How many processes share the upstream keys' query limits (each takes its share); `None` while this
+    /// one may not query yet (it has just joined, and the others may not know yet).
+    fn poll_share(&self) -> Option<u32>;
     /// The idempotency record stored under `key`.
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
 
@@ -126,6 +136,9 @@ pub trait Storage: Send + Sync {
     /// Resolves once every write applied so far is durable: for answers that show state another request
     /// wrote (a task read, an idempotent replay) and must not get ahead of its commit.
     async fn caught_up(&self) -> Result<(), StoreError>;
+    /// Resolves when keys or model switches may have been changed by another process sharing the store
+    /// (at once when told, at the latest after a short while); never for a store only this process writes.
+    async fn changed(&self);
     /// Commits what is queued and stops taking writes. Call once the server has stopped.
     async fn close(&self) -> Result<(), StoreError>;
 }

@@ -100,7 +100,8 @@ pub async fn forward_async(
                         t.updated_ms = now_ms();
                     }),
                 )
-                .await?;
+                .await
+                .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
             let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
             state.poller.schedule(task.clone());
             Ok(task)
@@ -168,10 +169,13 @@ pub fn did_no_work(task: &TaskRecord) -> bool {
         && task.error.as_ref().is_some_and(|e| e.code == SUBMISSION_INTERRUPTED || e.code == CLIENT_DISCONNECTED)
 }
 
-/// Whether `task` is live without an upstream task id from before this process started: its submission
-/// was cut short, since no handler of this process can be forwarding it.
-pub fn interrupted(state: &AppState, task: &TaskRecord) -> bool {
-    !task.status.is_terminal() && task.upstream_task_id.is_none() && task.created_ms < state.started_ms
+/// Whether `task` is live without an upstream task id and the process that submitted it has stopped: its
+/// submission was cut short, since no handler can be forwarding it.
+pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, ApiError> {
+    if task.status.is_terminal() || task.upstream_task_id.is_some() {
+        return Ok(false);
+    }
+    Ok(state.store.abandoned(task, state.started_ms).await?)
 }
 
 /// Ends a task whose submission was cut short (see [`interrupted`]), giving its hold back.
@@ -208,7 +212,15 @@ pub async fn finish(
     let finished = match task.into() {
         OpenTask::Stored(task) => {
             let live = [TaskStatus::Queued, TaskStatus::Running];
-            let changed = state.store.change_task(task, &live, Commit::Durable, Box::new(end)).await?;
+            let task_id = match &task {
+                TaskRef::Id(id) => id.clone(),
+                TaskRef::AsStored(stored) => stored.record.task_id.clone(),
+            };
+            let changed = state
+                .store
+                .change_task(task, &live, Commit::Durable, Box::new(end))
+                .await
+                .inspect_err(|_| state.poller.take_over(task_id))?;
             if let Some(task) = &changed {
                 state.limits.release(&task.account);
             }

@@ -43,6 +43,8 @@ const STORE_WRITES_IN_FLIGHT: usize = 32;
 const LAST_LOOK_GRACE_MS: i64 = 60 * 60 * 1000;
 /// Shortest pause after a failed query or list.
 const RETRY_MS: i64 = 2000;
+/// How often live tasks nobody polls (another process stopped) are claimed from the store.
+const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Handle for scheduling tasks; cheap to share.
 ///
@@ -51,6 +53,9 @@ const RETRY_MS: i64 = 2000;
 /// otherwise pay a cross-thread wake-up per submission.
 pub struct Poller {
     inbox: Mutex<Vec<TaskRecord>>,
+    /// Live tasks whose last write failed (their handler could not end them): read again once the store
+    /// answers, and then polled like any other.
+    lost: Mutex<Vec<String>>,
     started: AtomicBool,
 }
 
@@ -58,7 +63,7 @@ impl Poller {
     /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up) once it runs.
     pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
         tracing::info!(tasks = in_flight.len(), "poller resuming in-flight tasks");
-        Poller { inbox: Mutex::new(in_flight), started: AtomicBool::new(false) }
+        Poller { inbox: Mutex::new(in_flight), lost: Mutex::default(), started: AtomicBool::new(false) }
     }
 
     /// Asks the poller to look at `task` at its `next_poll_ms`.
@@ -68,6 +73,16 @@ impl Poller {
 
     fn take_scheduled(&self) -> Vec<TaskRecord> {
         std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Asks the poller to take over a live task its handler could not write the end of (the store failed):
+    /// without an upstream task id, it ends as interrupted and its hold is given back.
+    pub fn take_over(&self, task_id: String) {
+        self.lost.lock().unwrap_or_else(|e| e.into_inner()).push(task_id);
+    }
+
+    fn take_lost(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lost.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -88,10 +103,14 @@ pub async fn run(state: web::Data<AppState>) {
         return;
     }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
+    actix_web::rt::spawn(claim_orphans(state.clone()));
     let mut poller = Sweeper::new(state, reports_tx);
     loop {
         for task in poller.state.poller.take_scheduled() {
             poller.schedule(&task);
+        }
+        for task_id in poller.state.poller.take_lost() {
+            actix_web::rt::spawn(read_again(poller.state.clone(), task_id));
         }
         poller.tick();
         let wait = poller.wait_ms();
@@ -108,6 +127,35 @@ pub async fn run(state: web::Data<AppState>) {
     }
 }
 
+/// Reads a task whose last write failed, once the store answers again, and schedules it if it is live.
+async fn read_again(state: web::Data<AppState>, task_id: String) {
+    loop {
+        match state.store.task(&task_id).await {
+            Ok(Some(task)) if !task.status.is_terminal() => return state.poller.schedule(task),
+            Ok(_) => return,
+            Err(_) => actix_web::rt::time::sleep(std::time::Duration::from_millis(RETRY_MS as u64)).await,
+        }
+    }
+}
+
+/// Takes over the tasks another process stopped polling (where processes share the store).
+async fn claim_orphans(state: web::Data<AppState>) {
+    loop {
+        actix_web::rt::time::sleep(CLAIM_EVERY).await;
+        match state.store.claim().await {
+            Ok(tasks) => {
+                if !tasks.is_empty() {
+                    tracing::info!(tasks = tasks.len(), "taking over tasks another process stopped polling");
+                }
+                for task in tasks {
+                    state.poller.schedule(task);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not claim tasks to poll"),
+        }
+    }
+}
+
 /// What a job found out, sent back to the poller's loop.
 enum Report {
     /// A page of window `ticket`'s list.
@@ -119,7 +167,7 @@ enum Report {
     /// A RUNNING mark was written (or not) for `task`.
     MarkedRunning { slot: Slot, task: Id, written: bool },
     /// Job `ticket` read the task in `slot`, which had no upstream id.
-    ReadOrphan { ticket: u64, slot: Slot, read: Result<Option<Box<TaskRecord>>, StoreError> },
+    ReadOrphan { ticket: u64, slot: Slot, read: Result<Option<(Box<TaskRecord>, bool)>, StoreError> },
 }
 
 /// Where a task stands after a job looked at it.
@@ -174,6 +222,8 @@ impl Drop for Permit {
 /// The poller's state, owned by its loop; jobs run as local tasks and report back.
 struct Sweeper {
     state: web::Data<AppState>,
+    /// The share of the upstream keys' limits this process takes, as the store last said.
+    share: Option<u32>,
     tracker: Tracker,
     lanes: Vec<Lane>,
     /// Due tasks of each list under way, by ticket.
@@ -195,7 +245,7 @@ impl Sweeper {
             .regions()
             .map(|(region, upstream)| Lane {
                 region: region.clone(),
-                keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller)),
+                keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller, state.store.poll_share())),
                 fetches: VecDeque::new(),
                 windows: VecDeque::new(),
                 directs: VecDeque::new(),
@@ -203,6 +253,7 @@ impl Sweeper {
             })
             .collect();
         Sweeper {
+            share: state.store.poll_share(),
             state,
             tracker: Tracker::default(),
             lanes,
@@ -275,6 +326,17 @@ impl Sweeper {
 
     /// Sweeps when it is time, then hands out whatever work has a free slot.
     fn tick(&mut self) {
+        let share = self.state.store.poll_share();
+        if share != self.share {
+            tracing::info!(
+                share = share.unwrap_or(0),
+                "this process's share of the upstream keys' query limits changed"
+            );
+            self.share = share;
+            for lane in &self.lanes {
+                lane.keys.set_share(share);
+            }
+        }
         let now = now_ms();
         if now >= self.next_sweep_ms {
             self.next_sweep_ms = now + self.sweep_ms();
@@ -360,9 +422,9 @@ impl Sweeper {
 
     /// A due task with no upstream id, as read again: its forward may have finished since, or been cut
     /// short by a crash.
-    fn orphan(&mut self, slot: Slot, ticket: u64, read: Result<Option<Box<TaskRecord>>, StoreError>, now: i64) {
-        let record = match read {
-            Ok(Some(record)) if !record.status.is_terminal() => record,
+    fn orphan(&mut self, slot: Slot, ticket: u64, read: Result<Option<(Box<TaskRecord>, bool)>, StoreError>, now: i64) {
+        let (record, interrupted) = match read {
+            Ok(Some((record, interrupted))) if !record.status.is_terminal() => (record, interrupted),
             Ok(_) => {
                 self.tracker.release(slot, ticket, None);
                 return;
@@ -376,7 +438,7 @@ impl Sweeper {
         if record.upstream_task_id.is_some() {
             self.learn_upstream(slot, &record);
             self.tracker.release(slot, ticket, Some(now));
-        } else if super::interrupted(&self.state, &record) || now - record.created_ms > ORPHAN_AFTER_MS {
+        } else if interrupted || now - record.created_ms > ORPHAN_AFTER_MS {
             let Some(task) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
             let (code, message) = (super::SUBMISSION_INTERRUPTED, super::SUBMISSION_INTERRUPTED_MESSAGE);
             self.store_jobs.push_back(StoreJob::Fail { slot, task, ticket, code, message });
@@ -734,7 +796,15 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             Report::MarkedRunning { slot, task, written: written.is_ok() }
         }
         StoreJob::ReadOrphan { slot, task, ticket } => {
-            Report::ReadOrphan { ticket, slot, read: state.store.task(&task).await.map(|t| t.map(Box::new)) }
+            let read = match state.store.task(&task).await {
+                Ok(Some(record)) => super::interrupted(&state, &record)
+                    .await
+                    .map(|interrupted| Some((Box::new(record), interrupted)))
+                    .map_err(|e| StoreError::new(e.to_string())),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            Report::ReadOrphan { ticket, slot, read }
         }
     };
     let _ = reports.send(report);

@@ -2,6 +2,8 @@
 //! `simulate` process; a real store on disk) on a loopback port and talks HTTP to it.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod postgres;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -90,6 +92,15 @@ pub struct Demo {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// The config's `store` section when the suite runs on PostgreSQL (a database of its own per data dir), else
+/// nothing: the embedded store in the data dir.
+fn store_config(data_dir: &Path) -> String {
+    if !postgres::suite_on_postgres() {
+        return String::new();
+    }
+    format!("store:\n  url: {}\n", postgres::database_for(data_dir))
+}
+
 /// A client that reports every status as an answer; over https it trusts only `ca`.
 pub fn agent(ca: Option<&Path>) -> ureq::Agent {
     let mut config = ureq::Agent::config_builder().http_status_as_error(false);
@@ -135,9 +146,40 @@ impl Demo {
         env: &[(&str, &str)],
         flags: &[&str],
     ) -> Demo {
+        let config = format!("{config}\n{}", store_config(data_dir));
+        Demo::launch(data_dir, listen, time_scale, &config, env, flags)
+    }
+
+    /// Starts on the embedded store whichever store the suite runs on, for tests of the store in the data dir.
+    pub fn start_embedded() -> Demo {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut demo = Demo::start_embedded_with(tmp.path(), "127.0.0.1:0", 0.05, "", &[]);
+        demo._tmp = Some(tmp);
+        demo
+    }
+
+    /// [`Demo::start_with`] on the embedded store, whichever store the suite runs on.
+    pub fn start_embedded_with(
+        data_dir: &Path,
+        listen: &str,
+        time_scale: f64,
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> Demo {
+        Demo::launch(data_dir, listen, time_scale, config, env, &[])
+    }
+
+    fn launch(
+        data_dir: &Path,
+        listen: &str,
+        time_scale: f64,
+        config: &str,
+        env: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Demo {
         std::fs::create_dir_all(data_dir).unwrap();
         let config_path = data_dir.join("test-config.yaml");
-        std::fs::write(&config_path, if config.is_empty() { "{}" } else { config }).unwrap();
+        std::fs::write(&config_path, if config.trim().is_empty() { "{}" } else { config }).unwrap();
         let time_scale_arg = time_scale.to_string();
         let (data, config_arg) = (data_dir.display().to_string(), config_path.display().to_string());
         let args = ["demo", "--listen", listen, "--api-key", KEY, "--time-scale", &time_scale_arg];
@@ -155,8 +197,9 @@ impl Demo {
     pub fn serve(data_dir: &Path, config: &str, env: &[(&str, &str)]) -> Demo {
         std::fs::create_dir_all(data_dir).unwrap();
         let config_path = data_dir.join("serve-config.yaml");
-        std::fs::write(&config_path, format!("listen: 127.0.0.1:0\ndata_dir: {}\n{config}", data_dir.display()))
-            .unwrap();
+        let store = if config.contains("store:") { String::new() } else { store_config(data_dir) };
+        let config = format!("listen: 127.0.0.1:0\ndata_dir: {}\n{config}\n{store}", data_dir.display());
+        std::fs::write(&config_path, config).unwrap();
         let mut all_env = vec![("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)];
         all_env.extend_from_slice(env);
         let config_arg = config_path.display().to_string();
@@ -407,4 +450,10 @@ pub fn examples() -> Vec<(String, Value)> {
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// `GET url` as JSON (any status).
+pub fn get_json(url: &str) -> Value {
+    let agent = agent(None);
+    agent.get(url).call().unwrap().body_mut().read_json().unwrap_or(Value::Null)
 }

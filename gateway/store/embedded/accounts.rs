@@ -4,44 +4,7 @@ use super::ledger;
 use super::{ACCOUNTS, Account, KEYS, KeyRecord, Refusal, Store, StoreError, Tx, decode, encode};
 use crate::billing::books::{EntryKind, Posting, Pot};
 use crate::store::hash_key;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-
-/// Key records already read, so authenticating a request usually costs no store read. Only keys that
-/// exist are cached (a flood of made-up keys cannot grow it). Any change to the keys table empties it and
-/// bumps the generation; a reader caches what it read only if no change happened meanwhile, so a revoked
-/// key is never served from the cache after its revocation commits. Records are shared, not copied: a
-/// request's authentication allocates nothing.
-#[derive(Default)]
-pub(crate) struct KeyCache {
-    inner: RwLock<Cached>,
-}
-
-#[derive(Default)]
-struct Cached {
-    generation: u64,
-    records: HashMap<[u8; 32], Arc<KeyRecord>>,
-}
-
-impl KeyCache {
-    fn get(&self, hash: &[u8; 32]) -> (u64, Option<Arc<KeyRecord>>) {
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        (inner.generation, inner.records.get(hash).cloned())
-    }
-
-    fn put(&self, generation: u64, hash: [u8; 32], record: Arc<KeyRecord>) {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.generation == generation {
-            inner.records.insert(hash, record);
-        }
-    }
-
-    fn invalidate(&self) {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        inner.generation += 1;
-        inner.records.clear();
-    }
-}
+use std::sync::Arc;
 
 /// The account, created in `tx` if it does not exist yet.
 fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {

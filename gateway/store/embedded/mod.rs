@@ -54,9 +54,11 @@ pub struct Store {
     db: Arc<Database>,
     overlay: Arc<overlay::Overlay>,
     writer: writer::Writer,
-    key_cache: Arc<accounts::KeyCache>,
+    key_cache: Arc<super::keys::KeyCache>,
     /// Money tasks in flight have earmarked in memory: see `earmarks`.
     earmarks: Arc<earmarks::Book>,
+    /// Whether the poller has taken the live tasks (`Storage::claim`).
+    claimed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Store {
@@ -112,6 +114,7 @@ impl Store {
             overlay,
             key_cache: Arc::default(),
             earmarks: Arc::default(),
+            claimed: Arc::default(),
         })
     }
 

@@ -123,6 +123,23 @@ impl Storage for Store {
         Store::in_flight(self)
     }
 
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        // This process polls every task of the store: all that are live when it first asks, and then
+        // those it submits itself.
+        if self.claimed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(Vec::new());
+        }
+        Store::in_flight(self)
+    }
+
+    async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError> {
+        Ok(task.created_ms < started_ms)
+    }
+
+    fn poll_share(&self) -> Option<u32> {
+        Some(1)
+    }
+
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         Store::idempotency(self, key)
     }
@@ -146,6 +163,10 @@ impl Storage for Store {
 
     async fn caught_up(&self) -> Result<(), StoreError> {
         Store::caught_up(self).await
+    }
+
+    async fn changed(&self) {
+        std::future::pending().await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

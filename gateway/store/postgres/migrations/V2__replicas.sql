@@ -1,0 +1,9 @@
+-- The replicas serving from this database, each seen every second while it runs: how many share the
+-- upstream keys' query limits, and whose task leases are still good.
+CREATE TABLE replicas (
+    id       text PRIMARY KEY,
+    seen_ms  bigint NOT NULL
+);
+CREATE INDEX tasks_by_lease ON tasks (lease_owner) WHERE status IN ('queued', 'running');
+-- The replica that submitted the task: it holds the task's lease until it stops.
+ALTER TABLE tasks ADD COLUMN submitted_by text;

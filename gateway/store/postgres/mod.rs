@@ -1,0 +1,390 @@
+//! The PostgreSQL backend: every replica with the same database URL serves the same accounts, keys, tasks
+//! and ledger.
+//!
+//! Every write is one SQL transaction, committed before its future resolves. A task's change is a
+//! compare-and-swap on its row (`SELECT … FOR UPDATE`, then the status checked), and the settlement rides
+//! in the transaction that ends it. Every decision to spend is made in the database: the account's `funds`
+//! row is locked, billing's funding order splits the amount over what it holds, and the `CHECK`s on the
+//! pots refuse anything that would leave one negative. Nothing is earmarked in memory, so a synchronous
+//! task is stored with a hold like any other.
+//!
+//! The connections run on a small runtime of their own (the HTTP workers are single-threaded runtimes
+//! that come and go); a call hops onto it and back. The schema is refinery's versioned migrations under
+//! `migrations/`, applied at start under an advisory lock. Changes other replicas must see (keys, model
+//! switches) are announced with `NOTIFY` (`changes`).
+
+mod accounts;
+mod changes;
+mod ledger;
+mod replicas;
+mod tasks;
+
+use super::keys::KeyCache;
+use super::{
+    Account, Commit, Earmark, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, LedgerReport, Storage,
+    StoreError, TaskChange, TaskRecord, TaskRef, TaskStatus, UsageFilter,
+};
+use crate::billing::books::{Entry, Funds, Posting, Shortfall};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+refinery::embed_migrations!("gateway/store/postgres/migrations");
+
+/// Held while migrations run, so replicas that start together apply them once.
+const MIGRATION_LOCK: i64 = 0x6d65_6469_6167_6174; // "mediagat"
+/// How long a call waits for a connection, or for one to be made, before it is answered as unavailable.
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+/// The longest wait between two attempts to reach the database at start.
+const RETRY_AT_MOST: Duration = Duration::from_secs(10);
+
+/// Where the database is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `postgres://user:password@host:port/dbname?sslmode=…` (or the key=value form).
+    pub url: String,
+    /// Connections per replica.
+    pub pool_size: usize,
+    /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// The runtime every connection runs on: one per process, never dropped (a runtime may not be dropped
+/// inside another, which is where the last handle to the store usually goes).
+static RUNTIME: LazyLock<std::io::Result<tokio::runtime::Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("mediagate-postgres").enable_all().build()
+});
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime, StoreError> {
+    RUNTIME.as_ref().map_err(|e| StoreError::new(format!("the database's runtime did not start: {e}")))
+}
+
+/// Runs `work` on the database's runtime and waits for it from any other.
+async fn on_runtime<T: Send + 'static>(
+    work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    runtime()?.spawn(work).await.map_err(|e| StoreError::new(format!("a database call stopped: {e}")))?
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    replica: replicas::Replica,
+    keys: Arc<KeyCache>,
+    changes: changes::Changes,
+}
+
+impl Store {
+    /// Connects, retrying with backoff while the database cannot be reached (each failure is logged), and
+    /// applies the migrations it lacks.
+    pub async fn connect(options: Options) -> Result<Store, StoreError> {
+        on_runtime(async move {
+            let config = pg_config(&options.url)?;
+            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
+                crate::tls::client_config(options.ca_file.as_deref())
+                    .map_err(|e| StoreError::new(format!("database TLS: {e}")))
+                    .map(|config| (*config).clone())
+                    .map(|mut config| {
+                        config.alpn_protocols.clear();
+                        config
+                    })?,
+            );
+            let mut delay = Duration::from_millis(250);
+            loop {
+                match migrate_with(&config, tls.clone()).await {
+                    Ok(applied) => {
+                        if applied > 0 {
+                            tracing::info!(applied, "database migrations applied");
+                        }
+                        break;
+                    }
+                    Err(e) if e.is_unavailable() => {
+                        tracing::warn!(error = %e.reason(), retry_in_ms = delay.as_millis() as u64, "database unreachable; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(RETRY_AT_MOST);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+            let manager = Manager::from_config(config.clone(), tls.clone(), manager_config);
+            let pool = Pool::builder(manager)
+                .max_size(options.pool_size.max(1))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(CONNECT_WAIT))
+                .create_timeout(Some(CONNECT_WAIT))
+                .recycle_timeout(Some(CONNECT_WAIT))
+                .build()
+                .map_err(|e| StoreError::new(format!("database pool: {e}")))?;
+            let keys = Arc::new(KeyCache::with_max_age(changes::REREAD_EVERY));
+            let changes = changes::Changes::listen(config, tls, keys.clone());
+            let replica = replicas::Replica::new();
+            replica.start_beating(pool.clone());
+            Ok(Store { pool, replica, keys, changes })
+        })
+        .await
+    }
+
+    /// Runs `op` with a pooled connection, on the database's runtime.
+    async fn with<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Object) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send,
+    {
+        let pool = self.pool.clone();
+        on_runtime(async move {
+            let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+            op(client).await
+        })
+        .await
+    }
+}
+
+/// Applies the migrations the database lacks, on a connection of its own, under an advisory lock; returns
+/// how many it applied.
+pub async fn migrate(options: Options) -> Result<usize, StoreError> {
+    on_runtime(async move {
+        let config = pg_config(&options.url)?;
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
+            (*crate::tls::client_config(options.ca_file.as_deref()).map_err(StoreError::new)?).clone(),
+        );
+        migrate_with(&config, tls).await
+    })
+    .await
+}
+
+async fn migrate_with(
+    config: &tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<usize, StoreError> {
+    let (mut client, connection) = config.connect(tls).await.map_err(db_error)?;
+    let driver = tokio::spawn(connection);
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(db_error)?;
+    let report = migrations::runner().run_async(&mut client).await;
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await.map_err(db_error);
+    drop(client);
+    let _ = driver.await;
+    let report = report.map_err(|e| StoreError::new(format!("database migration: {e}")))?;
+    unlocked?;
+    Ok(report.applied_migrations().len())
+}
+
+fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| StoreError::new(format!("the database URL does not parse: {e}")))?;
+    config.application_name("mediagate").connect_timeout(CONNECT_WAIT).keepalives_idle(Duration::from_secs(30));
+    Ok(config)
+}
+
+/// A database error as the store reports it: a lost or refused connection, or a server shutting down, is
+/// the database being unavailable (503, and `/readyz` not ready); anything else is a failure.
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    let unreachable = match e.code() {
+        None => true,
+        Some(code) => {
+            let class = code.code().get(..2).unwrap_or_default();
+            // 08: connection exception; 57: operator intervention (shutdown, cannot connect now).
+            class == "08" || class == "57" || *code == tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS
+        }
+    };
+    if unreachable {
+        StoreError::unavailable(format!("database: {e}"))
+    } else {
+        StoreError::new(format!("database: {e}"))
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for Store {
+    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::ensure(&client, &name).await }).await
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::get(&client, &name).await }).await
+    }
+
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan) = (account.to_string(), plan.to_string());
+        self.with(move |mut client| async move { accounts::set_plan(&mut client, &account, &plan, allowance).await })
+            .await
+    }
+
+    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        let (account, key) = (account.to_string(), key.to_string());
+        self.with(move |mut client| async move { accounts::insert_key(&mut client, &account, &key).await }).await?;
+        self.keys.invalidate();
+        Ok(())
+    }
+
+    async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        let (generation, cached) = self.keys.get(hash);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let owned = *hash;
+        let record = self.with(move |client| async move { accounts::key(&client, &owned).await }).await?;
+        let record = record.map(Arc::new);
+        if let Some(record) = &record {
+            self.keys.put(generation, *hash, record.clone());
+        }
+        Ok(record)
+    }
+
+    async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { accounts::keys_of(&client, &account).await }).await
+    }
+
+    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
+        let (account, prefix) = (account.to_string(), prefix.to_string());
+        let revoked = self
+            .with(move |mut client| async move { accounts::revoke_keys(&mut client, &account, &prefix).await })
+            .await?;
+        self.keys.invalidate();
+        Ok(revoked)
+    }
+
+    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+        self.with(move |mut client| async move {
+            let tx = client.transaction().await.map_err(db_error)?;
+            ledger::append(&tx, &postings).await?;
+            tx.commit().await.map_err(db_error)
+        })
+        .await
+    }
+
+    async fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { Ok(ledger::funds(&client, &account, false).await?.is_some()) }).await
+    }
+
+    async fn funds(&self, account: &str) -> Result<Funds, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { Ok(ledger::funds(&client, &account, false).await?.unwrap_or_default()) })
+            .await
+    }
+
+    fn earmarked(&self, _: &str) -> Funds {
+        Funds::default()
+    }
+
+    async fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        let account = account.map(str::to_string);
+        self.with(move |client| async move { ledger::entries(&client, account.as_deref()).await }).await
+    }
+
+    async fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
+        self.with(|mut client| async move { ledger::verify(&mut client).await }).await
+    }
+
+    async fn usage(&self, filter: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
+        self.with(move |client| async move { tasks::usage(&client, &filter).await }).await
+    }
+
+    async fn add_task(
+        &self,
+        new: TaskRecord,
+        idempotency: Option<IdempotencyClaim>,
+        hold: Option<Hold>,
+        _: Commit,
+    ) -> Result<Inserted, StoreError> {
+        let replica = self.replica.id.clone();
+        self.with(move |mut client| async move { tasks::add(&mut client, new, idempotency, hold, &replica).await })
+            .await
+    }
+
+    fn earmarks_in_memory(&self) -> bool {
+        false
+    }
+
+    async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
+        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let task_id = task_id.to_string();
+        self.with(move |client| async move { tasks::get(&client, &task_id).await }).await
+    }
+
+    async fn change_task(
+        &self,
+        task: TaskRef,
+        expected: &[TaskStatus],
+        _: Commit,
+        change: TaskChange,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let task_id = match task {
+            TaskRef::Id(id) => id,
+            TaskRef::AsStored(stored) => stored.record.task_id,
+        };
+        let expected = expected.to_vec();
+        self.with(move |mut client| async move { tasks::change(&mut client, &task_id, &expected, change).await }).await
+    }
+
+    async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(|client| async move { tasks::in_flight(&client).await }).await
+    }
+
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let replica = self.replica.id.clone();
+        self.with(move |client| async move { replicas::claim(&client, &replica).await }).await
+    }
+
+    async fn abandoned(&self, task: &TaskRecord, _: i64) -> Result<bool, StoreError> {
+        let (task_id, replica) = (task.task_id.clone(), self.replica.id.clone());
+        self.with(move |client| async move { replicas::abandoned(&client, &task_id, &replica).await }).await
+    }
+
+    fn poll_share(&self) -> Option<u32> {
+        self.replica.share()
+    }
+
+    async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let key = key.to_string();
+        self.with(move |client| async move { tasks::idempotency(&client, &key).await }).await
+    }
+
+    async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
+        self.with(|client| async move { accounts::model_switches(&client).await }).await
+    }
+
+    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
+        let model = model.to_string();
+        self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
+    }
+
+    fn writable(&self) -> bool {
+        true
+    }
+
+    async fn broken(&self) {
+        // An outage is waited out: calls answer 503 meanwhile and the pool reconnects by itself.
+        std::future::pending().await
+    }
+
+    async fn caught_up(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn changed(&self) {
+        self.changes.next().await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        let replica = self.replica.clone();
+        let left = self.with(move |client| async move { replica.leave(&client).await }).await;
+        self.pool.close();
+        left
+    }
+}

@@ -1,0 +1,141 @@
+//! The replicas sharing the database. Each has an id of its own for as long as it runs and is seen every
+//! [`BEAT`]: the beat renews the leases on the tasks it polls, and counts the replicas seen lately, which
+//! share the upstream keys' query limits. A replica that stops beating loses its leases after [`LEASE_MS`],
+//! and the others take its tasks over ([`claim`]); one that stops cleanly gives them up at once.
+//!
+//! A new replica does not query the upstream until [`JOIN_WAIT`] after its first beat: by then every other
+//! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that leaves is
+//! counted until it has missed [`GONE_AFTER_MS`] of beats, and each replica divides by the most replicas it
+//! counted in its last [`COUNTS_KEPT`] beats: the others raise their shares only after it is gone, and not
+//! on the first beats after a database outage, when the others have not beaten again yet.
+
+use super::db_error;
+use crate::store::{StoreError, TaskRecord, decode};
+use deadpool_postgres::{GenericClient, Object, Pool};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often a replica is seen (and renews its leases).
+pub(super) const BEAT: Duration = Duration::from_secs(1);
+/// How long a lease on a task lasts unrenewed: a dead replica's tasks are taken over within it.
+pub(crate) const LEASE_MS: i64 = 10_000;
+/// A replica not seen for this long no longer counts.
+const GONE_AFTER_MS: i64 = 3_000;
+/// How long after its first beat a replica starts querying the upstream.
+const JOIN_WAIT: Duration = Duration::from_millis(2_500);
+/// How many of its last counts of the replicas a replica divides by the largest of.
+const COUNTS_KEPT: usize = 4;
+/// Most tasks one claim takes over.
+const CLAIM_AT_MOST: i64 = 10_000;
+
+/// This replica: its id and its share of the upstream keys (0 until it may query).
+#[derive(Clone)]
+pub(super) struct Replica {
+    pub id: Arc<str>,
+    share: Arc<AtomicU32>,
+}
+
+impl Replica {
+    pub(super) fn new() -> Replica {
+        Replica { id: uuid::Uuid::new_v4().to_string().into(), share: Arc::default() }
+    }
+
+    pub(super) fn share(&self) -> Option<u32> {
+        Some(self.share.load(Ordering::Acquire)).filter(|share| *share > 0)
+    }
+
+    /// Beats every [`BEAT`] on the current runtime (the database's) until the process ends.
+    pub(super) fn start_beating(&self, pool: Pool) {
+        let replica = self.clone();
+        tokio::spawn(async move {
+            let joined = Instant::now();
+            let mut ticks = tokio::time::interval(BEAT);
+            let mut counts = std::collections::VecDeque::with_capacity(COUNTS_KEPT);
+            loop {
+                ticks.tick().await;
+                match replica.beat(&pool).await {
+                    Ok(count) => {
+                        if counts.len() == COUNTS_KEPT {
+                            counts.pop_front();
+                        }
+                        counts.push_back(count);
+                        if joined.elapsed() >= JOIN_WAIT {
+                            let most = counts.iter().copied().max().unwrap_or(1);
+                            replica.share.store(most.max(1), Ordering::Release);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e.reason(), "could not renew this replica's leases"),
+                }
+            }
+        });
+    }
+
+    /// Marks this replica seen, renews its leases, and counts the replicas seen lately.
+    async fn beat(&self, pool: &Pool) -> Result<u32, StoreError> {
+        let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+        let now = crate::clock::now_ms();
+        client
+            .execute(
+                "INSERT INTO replicas (id, seen_ms) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_ms = $2",
+                &[&&*self.id, &now],
+            )
+            .await
+            .map_err(db_error)?;
+        client
+            .execute(
+                "UPDATE tasks SET lease_until_ms = $2 WHERE lease_owner = $1 AND status IN ('queued', 'running')",
+                &[&&*self.id, &(now + LEASE_MS)],
+            )
+            .await
+            .map_err(db_error)?;
+        let row = client
+            .query_one("SELECT count(*) FROM replicas WHERE seen_ms >= $1", &[&(now - GONE_AFTER_MS)])
+            .await
+            .map_err(db_error)?;
+        client
+            .execute("DELETE FROM replicas WHERE seen_ms < $1", &[&(now - 10 * GONE_AFTER_MS)])
+            .await
+            .map_err(db_error)?;
+        Ok(u32::try_from(row.get::<_, i64>(0)).unwrap_or(u32::MAX))
+    }
+
+    /// Leaves: gives up every lease (the others take the tasks over at once) and is no longer counted.
+    pub(super) async fn leave(&self, client: &Object) -> Result<(), StoreError> {
+        client
+            .execute("UPDATE tasks SET lease_owner = NULL, lease_until_ms = 0 WHERE lease_owner = $1", &[&&*self.id])
+            .await
+            .map_err(db_error)?;
+        client.execute("DELETE FROM replicas WHERE id = $1", &[&&*self.id]).await.map_err(db_error)?;
+        Ok(())
+    }
+}
+
+/// Leases to `replica` the live tasks whose lease ran out (or that never had one), oldest due first.
+pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskRecord>, StoreError> {
+    let now = crate::clock::now_ms();
+    let rows = client
+        .query(
+            "UPDATE tasks SET lease_owner = $1, lease_until_ms = $3 WHERE task_id IN (SELECT task_id FROM tasks \
+             WHERE status IN ('queued', 'running') AND lease_until_ms < $2 ORDER BY next_poll_ms LIMIT $4 \
+             FOR UPDATE SKIP LOCKED) RETURNING record",
+            &[&replica, &now, &(now + LEASE_MS), &CLAIM_AT_MOST],
+        )
+        .await
+        .map_err(db_error)?;
+    rows.iter().map(|row| decode(row.get(0))).collect()
+}
+
+/// Whether the replica that submitted the task has stopped, as far as `replica` can tell: it is another one,
+/// and no longer holds the task's lease (the lease ran out, or was taken over).
+pub(super) async fn abandoned(client: &Object, task_id: &str, replica: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT submitted_by IS DISTINCT FROM $2 \
+             AND (lease_owner IS DISTINCT FROM submitted_by OR lease_until_ms < $3) FROM tasks WHERE task_id = $1",
+            &[&task_id, &replica, &crate::clock::now_ms()],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.is_some_and(|row| row.get(0)))
+}

@@ -1,0 +1,170 @@
+//! Tasks, their idempotency records and their holds. A task's full record is its MessagePack bytes
+//! (`record`); the columns beside it are what queries select on, written from the record in the same
+//! statement.
+
+use super::{db_error, ledger};
+use crate::billing::books::{EntryKind, Posting, plan_hold};
+use crate::store::{
+    Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoreError, StoredTask, TaskChange, TaskRecord, TaskStatus,
+    UsageFilter, decode, encode,
+};
+use deadpool_postgres::{Object, Transaction};
+
+/// Writes a task's row from its record: the columns queries select on, and the record itself. A new task
+/// is leased to `new_for`, the replica submitting it.
+async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -> Result<(), StoreError> {
+    let query = match new_for {
+        Some(_) => {
+            "INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, \
+             record, lease_owner, submitted_by, lease_until_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)"
+        }
+        None => {
+            "UPDATE tasks SET account = $2, status = $3, created_ms = $4, ended_ms = $5, upstream_task_id = $6, \
+             next_poll_ms = $7, record = $8 WHERE task_id = $1"
+        }
+    };
+    let statement = tx.prepare_cached(query).await.map_err(db_error)?;
+    let ended = task.status.is_terminal().then(|| task.ended_ms());
+    let (status, record) = (task.status.as_str(), encode(task)?);
+    let lease_until = crate::clock::now_ms() + super::replicas::LEASE_MS;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &task.task_id,
+        &task.account,
+        &status,
+        &task.created_ms,
+        &ended,
+        &task.upstream_task_id,
+        &task.next_poll_ms,
+        &record,
+    ];
+    if let Some(replica) = &new_for {
+        params.extend([replica as &(dyn tokio_postgres::types::ToSql + Sync), &lease_until]);
+    }
+    tx.execute(&statement, &params).await.map_err(db_error)?;
+    Ok(())
+}
+
+/// Stores a new task with its idempotency record and its hold, in one transaction; nothing is written if
+/// the key is taken (by a task it may not replace) or the account cannot fund the hold.
+pub(super) async fn add(
+    client: &mut Object,
+    mut new: TaskRecord,
+    idempotency: Option<IdempotencyClaim>,
+    hold: Option<Hold>,
+    replica: &str,
+) -> Result<Inserted, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    if let Some(claim) = &idempotency {
+        let record = &claim.record;
+        // Waits for another transaction inserting the same key, and sees its row if it commits.
+        let claimed = tx
+            .execute(
+                "INSERT INTO idempotency (key, body_hash, task_id) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+                &[&claim.key, &record.body_hash, &record.task_id],
+            )
+            .await
+            .map_err(db_error)?;
+        if claimed == 0 {
+            let row = tx
+                .query_one("SELECT body_hash, task_id FROM idempotency WHERE key = $1 FOR UPDATE", &[&claim.key])
+                .await
+                .map_err(db_error)?;
+            let existing = IdempotencyRecord { body_hash: row.get(0), task_id: row.get(1) };
+            if claim.replacing.as_deref() != Some(existing.task_id.as_str()) {
+                return Ok(Inserted::Duplicate(existing));
+            }
+            tx.execute(
+                "UPDATE idempotency SET body_hash = $2, task_id = $3 WHERE key = $1",
+                &[&claim.key, &record.body_hash, &record.task_id],
+            )
+            .await
+            .map_err(db_error)?;
+        }
+    }
+    if let Some(hold) = hold {
+        // The money decision: the account's row locked, billing's funding order over what it holds.
+        let funds = ledger::funds(&tx, &new.account, true).await?.unwrap_or_default();
+        let split = match plan_hold(&funds, hold.amount, hold.trial_only) {
+            Ok(split) => split,
+            Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
+        };
+        let postings: Vec<Posting> = split
+            .iter()
+            .map(|(pot, amount)| Posting {
+                account: new.account.clone(),
+                kind: EntryKind::Hold,
+                pot: *pot,
+                delta: -amount,
+                task_id: Some(new.task_id.clone()),
+                note: new.model.to_string(),
+            })
+            .collect();
+        ledger::append(&tx, &postings).await?;
+        if let Some(billing) = new.billing.as_mut() {
+            billing.hold = split;
+        }
+    }
+    write(&tx, &new, Some(replica)).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes: Vec::new() })))
+}
+
+pub(super) async fn get(client: &Object, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    let statement = client.prepare_cached("SELECT record FROM tasks WHERE task_id = $1").await.map_err(db_error)?;
+    let row = client.query_opt(&statement, &[&task_id]).await.map_err(db_error)?;
+    row.map(|row| decode(row.get(0))).transpose()
+}
+
+/// Applies `change` if the task is still in one of `expected`: the row is locked, its status compared, and a
+/// change to a terminal state settles the task's money in the same transaction.
+pub(super) async fn change(
+    client: &mut Object,
+    task_id: &str,
+    expected: &[TaskStatus],
+    change: TaskChange,
+) -> Result<Option<TaskRecord>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let statement =
+        tx.prepare_cached("SELECT record FROM tasks WHERE task_id = $1 FOR UPDATE").await.map_err(db_error)?;
+    let Some(row) = tx.query_opt(&statement, &[&task_id]).await.map_err(db_error)? else { return Ok(None) };
+    let mut task: TaskRecord = decode(row.get(0))?;
+    if !expected.contains(&task.status) {
+        return Ok(None);
+    }
+    change(&mut task);
+    if task.status.is_terminal()
+        && let Some(postings) = task.settle()
+    {
+        ledger::append(&tx, &postings).await?;
+    }
+    write(&tx, &task, None).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(Some(task))
+}
+
+pub(super) async fn in_flight(client: &Object) -> Result<Vec<TaskRecord>, StoreError> {
+    let rows =
+        client.query("SELECT record FROM tasks WHERE status IN ('queued', 'running')", &[]).await.map_err(db_error)?;
+    rows.iter().map(|row| decode(row.get(0))).collect()
+}
+
+pub(super) async fn idempotency(client: &Object, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+    let statement =
+        client.prepare_cached("SELECT body_hash, task_id FROM idempotency WHERE key = $1").await.map_err(db_error)?;
+    let row = client.query_opt(&statement, &[&key]).await.map_err(db_error)?;
+    Ok(row.map(|row| IdempotencyRecord { body_hash: row.get(0), task_id: row.get(1) }))
+}
+
+/// The usage lines `filter` keeps: the ended tasks it may keep are selected in SQL, the rest is its rule.
+pub(super) async fn usage(client: &Object, filter: &UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT record FROM tasks WHERE ended_ms IS NOT NULL AND ($1::text IS NULL OR account = $1) \
+             AND ($2::bigint IS NULL OR ended_ms >= $2) AND ($3::bigint IS NULL OR ended_ms <= $3) ORDER BY ended_ms",
+            &[&filter.account, &filter.since, &filter.until],
+        )
+        .await
+        .map_err(db_error)?;
+    let tasks: Vec<TaskRecord> = rows.iter().map(|row| decode(row.get(0))).collect::<Result<_, _>>()?;
+    Ok(filter.lines(&tasks)?)
+}

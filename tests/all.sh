@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every test, on both stores: the whole suite on the embedded store, then every integration test again on
+# PostgreSQL (MEDIAGATE_TEST_STORE=postgres: each gateway the tests start gets a database of its own on a
+# throwaway cluster the tests start, or on the server MEDIAGATE_TEST_DATABASE_URL names). Installs what is
+# missing first (Debian): the system's CA bundle, which the TLS tests need, and PostgreSQL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+missing=()
+[ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+if [ -z "${MEDIAGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null \
+  && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+cargo test --workspace --locked "$@"
+MEDIAGATE_TEST_STORE=postgres cargo test -p mediagate --locked --test '*' "$@"

@@ -1,0 +1,200 @@
+//! Three replicas on one PostgreSQL and one simulator serve as one gateway under mixed load spread over all
+//! three, through a replica's SIGKILL (and its restart later) and a stop of the database (and its start):
+//! every acknowledged task ends exactly once, the ledger verifies, the money adds up, and no upstream key
+//! went over its per-key query limit in any second.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::postgres::Cluster;
+use common::{Demo, Process};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+const BALANCE: i64 = 1_000_000_000_000;
+/// The simulator's per-key query limit, and the gateway's.
+const LIMIT: u64 = 6;
+const KEYS: &str = "k-cn-beijing,k-cn-beijing-2";
+
+struct Replicas {
+    url: String,
+    simulator: String,
+    tmp: tempfile::TempDir,
+    gateways: Vec<RwLock<Option<Demo>>>,
+}
+
+impl Replicas {
+    fn start(url: &str, simulator: &str) -> Replicas {
+        let replicas = Replicas {
+            url: url.into(),
+            simulator: simulator.into(),
+            tmp: tempfile::tempdir().unwrap(),
+            gateways: Vec::new(),
+        };
+        let gateways = (0..3).map(|n| RwLock::new(Some(replicas.serve(n)))).collect();
+        Replicas { gateways, ..replicas }
+    }
+
+    fn serve(&self, n: usize) -> Demo {
+        let config = format!(
+            "store: {{url: '{}'}}\n\
+             upstreams:\n  cn-beijing: {{base_url: '{}/cn-beijing', api_key_env: REPLICA_SIM_KEYS}}\n\
+             limits: {{max_in_flight_per_account: 100000, requests_per_second_per_key: 100000}}\n\
+             poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n",
+            self.url, self.simulator
+        );
+        Demo::serve(&self.tmp.path().join(format!("replica-{n}")), &config, &[("REPLICA_SIM_KEYS", KEYS)])
+    }
+
+    /// Runs `f` on replica `n`, if it is up.
+    fn on<T>(&self, n: usize, f: impl FnOnce(&Demo) -> T) -> Option<T> {
+        self.gateways[n].read().unwrap().as_ref().map(f)
+    }
+
+    fn kill(&self, n: usize) {
+        if let Some(mut demo) = self.gateways[n].write().unwrap().take() {
+            demo.kill();
+        }
+    }
+
+    fn restart(&self, n: usize) {
+        *self.gateways[n].write().unwrap() = Some(self.serve(n));
+    }
+
+    fn status(&self, n: usize, path: &str) -> u16 {
+        self.on(n, |demo| demo.get(path).status).unwrap_or(0)
+    }
+}
+
+/// One request of the mix: async video, sync image, now and then slow, every third keyed.
+fn request(n: u64) -> (&'static str, Value, Option<String>) {
+    let slow = if n.is_multiple_of(5) { " sim:slow" } else { "" };
+    let key = n.is_multiple_of(3).then(|| format!("k-{n}"));
+    match n % 3 {
+        0 | 1 => (
+            "/v1/videos/generations",
+            json!({"model": "alpha2.6-t2v_t2v", "prompt": format!("fox {n}{slow}"), "duration": 2}),
+            key,
+        ),
+        _ => (
+            "/v1/images/generations",
+            json!({"model": "beta-image-2.0-pro_t2i", "prompt": format!("cat {n}{slow}")}),
+            key,
+        ),
+    }
+}
+
+#[test]
+fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_stop() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("0.2", &["--keys", "2"]);
+    let replicas = Replicas::start(&cluster.url("postgres"), &simulator.address());
+    let key = replicas.on(0, |demo| demo.account("acme", BALANCE, 0, 0)).unwrap();
+    let (stop, counter) = (AtomicBool::new(false), AtomicU64::new(0));
+    let acknowledged = Mutex::new(BTreeSet::new());
+    let outage_answers = Mutex::new(Vec::new());
+
+    std::thread::scope(|scope| {
+        for client in 0..6 {
+            let (replicas, key, stop, counter, acknowledged) = (&replicas, &key, &stop, &counter, &acknowledged);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let n = counter.fetch_add(1, Ordering::Relaxed);
+                    let (route, body, idempotency) = request(n);
+                    let auth = format!("Bearer {key}");
+                    let mut headers = vec![("Authorization", auth.as_str())];
+                    if let Some(idempotency) = &idempotency {
+                        headers.push(("Idempotency-Key", idempotency.as_str()));
+                    }
+                    let text = body.to_string();
+                    let sent = replicas.on((client + n as usize) % 3, |demo| {
+                        demo.try_raw("POST", route, Some(&text), "application/json", &headers)
+                    });
+                    match sent {
+                        // An acceptance names its task; a synchronous answer is final already.
+                        Some(Ok(reply)) if reply.status < 300 => {
+                            if let Some(task_id) = reply.json["task_id"].as_str() {
+                                acknowledged.lock().unwrap().insert(task_id.to_string());
+                            }
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            });
+        }
+
+        // A replica dies mid-load; the others take its tasks over; it comes back later.
+        std::thread::sleep(Duration::from_secs(3));
+        replicas.kill(1);
+        std::thread::sleep(Duration::from_secs(3));
+        replicas.restart(1);
+        std::thread::sleep(Duration::from_secs(2));
+
+        // The database stops: every replica answers 503 and is not ready, then recovers by itself.
+        cluster.stop();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for n in 0..3 {
+            while replicas.status(n, "/readyz") != 503 {
+                assert!(Instant::now() < deadline, "replica {n} still ready without its database");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "during the outage"});
+            let reply = replicas.on(n, |demo| demo.post_as(&key, "/v1/images/generations", &body)).unwrap();
+            outage_answers.lock().unwrap().push((reply.status, reply.code().to_string()));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.resume();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for n in 0..3 {
+            while replicas.status(n, "/readyz") != 200 {
+                assert!(Instant::now() < deadline, "replica {n} did not recover with its database");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+    });
+
+    for (status, code) in outage_answers.into_inner().unwrap() {
+        assert_eq!((status, code.as_str()), (503, "storage_unavailable"));
+    }
+    let acknowledged = acknowledged.into_inner().unwrap();
+    assert!(acknowledged.len() >= 50, "only {} tasks acknowledged", acknowledged.len());
+    // Every acknowledged task ends exactly once, the same seen from every replica.
+    for task_id in &acknowledged {
+        let ended = replicas.on(2, |demo| demo.wait_terminal_as(&key, task_id, Duration::from_secs(90))).unwrap();
+        assert!(ended["settlement"].is_object(), "{task_id} ended unsettled: {ended}");
+        let elsewhere = replicas.on(0, |demo| demo.get_as(&key, &format!("/v1/tasks/{task_id}"))).unwrap();
+        assert_eq!(elsewhere.json["status"], ended["status"], "{task_id}");
+    }
+    replicas.on(0, |demo| {
+        assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+        // The money adds up once every task has ended, those whose end a replica could not write (the
+        // database was down) included: they end as interrupted, their holds given back.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let usage = demo.admin("/usage?account=acme", None);
+            let charged: i64 = std::str::from_utf8(&usage.bytes)
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
+                .sum();
+            if demo.funds("acme") == (0, 0, BALANCE - charged) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{:?} left, {charged} charged", demo.funds("acme"));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    // No key went over its limit in any second, however the three replicas shared it.
+    let stats = common::get_json(&format!("{}/_sim/query-stats", simulator.address()));
+    let per_key = stats["per_key"].as_array().unwrap();
+    assert_eq!(per_key.len(), 2, "{stats}");
+    for key in per_key {
+        assert!(key["max_per_second"].as_u64().unwrap() <= LIMIT, "{stats}");
+    }
+    drop::<Process>(simulator);
+}
