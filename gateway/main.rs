@@ -61,6 +61,11 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// Move a store from one backend to another.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
     /// Apply the database schema's migrations to PostgreSQL (`serve` applies them too, at start).
     Migrate {
         /// The database (`postgres://user:password@host:port/dbname`).
@@ -159,6 +164,23 @@ fn simulator_keys(prefix: &str, region: &str, count: usize) -> Vec<String> {
 }
 
 #[derive(Subcommand)]
+enum StoreCommand {
+    /// Copy a stopped gateway's embedded store into an empty PostgreSQL database: accounts, keys (still
+    /// hashed), the ledger, tasks, idempotency records and model switches; both ledgers are verified.
+    Copy {
+        /// The embedded store's directory (the gateway's `data_dir`).
+        #[arg(long)]
+        from_data_dir: PathBuf,
+        /// The database (`postgres://user:password@host:port/dbname`).
+        #[arg(long)]
+        to: String,
+        /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum LedgerCommand {
     /// Every pot must equal the sum of its entries, and none may be negative (for a running gateway, use
     /// `mediagate admin verify-ledger`).
@@ -248,6 +270,13 @@ fn run(cli: Cli) -> Result<(), String> {
             let report = store.verify_ledger().map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
+        }
+        Command::Store { command: StoreCommand::Copy { from_data_dir, to, ca_file } } => {
+            let options = mediagate::store::postgres::Options { url: to, pool_size: 2, ca_file };
+            let copied = actix_web::rt::System::new()
+                .block_on(mediagate::store::copy(&from_data_dir, options))
+                .map_err(|e| e.to_string())?;
+            print(serde_json::to_string_pretty(&copied).unwrap_or_default())
         }
         Command::Migrate { database_url, ca_file } => {
             let options = mediagate::store::postgres::Options { url: database_url, pool_size: 1, ca_file };

@@ -198,3 +198,70 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
     }
     drop::<Process>(simulator);
 }
+
+/// `mediagate store copy` moves a stopped gateway's embedded store into an empty PostgreSQL database, and a
+/// gateway on it goes on where the old one stopped: the same keys, money, tasks (a live one finishes),
+/// idempotency records and switches. A database that is not empty is refused.
+#[test]
+fn an_embedded_store_moves_into_postgres_with_one_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("0.05", &[]);
+    let upstream = common::serve_config(&simulator.address(), "", "");
+    let env = [common::SIM_KEY];
+    let data_dir = tmp.path().join("gateway");
+    let mut before = Demo::serve(&data_dir, &format!("store: {{}}\n{upstream}"), &env);
+    let key = before.account("acme", 1_000_000_000, 5_000_000, 0);
+    let image = json!({"model": "beta-image-2.0-pro_t2i", "prompt": "a lighthouse"});
+    assert_eq!(before.post_as(&key, "/v1/images/generations", &image).status, 200);
+    let video = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 2});
+    let done = before.post_as(&key, "/v1/videos/generations", &video).json["task_id"].as_str().unwrap().to_string();
+    before.wait_terminal_as(&key, &done, Duration::from_secs(30));
+    let auth = format!("Bearer {key}");
+    let keyed = |demo: &Demo| {
+        let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "moved-1")];
+        demo.request("POST", "/v1/videos/generations", Some(&json!({"model": "alpha2.6-t2v_t2v", "prompt": "a slow fox sim:slow", "duration": 2})), &headers)
+    };
+    let live = keyed(&before).json["task_id"].as_str().unwrap().to_string();
+    assert_eq!(before.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);
+    let funds = before.funds("acme");
+    let usage_lines = |demo: &Demo| std::str::from_utf8(&demo.admin("/usage", None).bytes).unwrap().lines().count();
+    let lines = usage_lines(&before);
+    before.kill();
+
+    let cluster = Cluster::start();
+    let url = cluster.url("postgres");
+    let copy = |to: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mediagate"))
+            .args(["store", "copy", "--from-data-dir", data_dir.to_str().unwrap(), "--to", to])
+            .env("MEDIAGATE_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let copied = copy(&url);
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
+    let report: Value = serde_json::from_slice(&copied.stdout).unwrap();
+    assert_eq!((report["accounts"].as_u64(), report["tasks"].as_u64()), (Some(1), Some(3)), "{report}");
+    let again = copy(&url);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&again.stderr));
+
+    let after = Demo::serve(&tmp.path().join("after"), &format!("store: {{url: '{url}'}}\n{upstream}"), &env);
+    assert_eq!(after.funds("acme").0, funds.0);
+    assert_eq!(after.get_as(&key, &format!("/v1/tasks/{done}")).json["status"], "success");
+    assert_eq!(keyed(&after).json["task_id"], live.as_str(), "the idempotency record moved too");
+    let ended = after.wait_terminal_as(&key, &live, Duration::from_secs(60));
+    assert_eq!(ended["status"], "success", "{ended}");
+    let disabled = after.post_as(&key, "/v1/images/generations", &json!({"model": "beta-image-plus", "prompt": "a"}));
+    assert_eq!(disabled.code(), "model_disabled");
+    assert_eq!(usage_lines(&after), lines + 1);
+    assert_eq!(after.admin("/ledger/verify", None).json["problems"], json!([]));
+    // Every task has ended: the account holds what it was given less what the usage log charged.
+    let usage = after.admin("/usage?account=acme", None);
+    let charged: i64 = std::str::from_utf8(&usage.bytes)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
+        .sum();
+    let (trial, plan, balance) = after.funds("acme");
+    assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - charged);
+}

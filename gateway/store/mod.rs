@@ -6,6 +6,7 @@
 //! The money rules are billing's plain functions; a backend calls them inside the transaction it writes
 //! their outcome in, and never the reverse.
 
+mod copy;
 pub mod embedded;
 mod keys;
 pub mod postgres;
@@ -18,6 +19,7 @@ pub use records::{
     Account, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError, TaskRecord,
     TaskRef, TaskResult, TaskStatus, hash_key, new_key,
 };
+pub use copy::{Copied, copy};
 pub use usage::{UsageFilter, UsageRecord};
 
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
@@ -32,6 +34,20 @@ pub enum Commit {
     /// Visible at once; on disk with the next durable write. For state no response has claimed yet (a task
     /// record before its submission is acknowledged).
     Deferred,
+}
+
+/// Everything a store holds, as of one moment: what `mediagate store copy` moves from one backend to
+/// another. Keys stay hashed; the ledger's entries keep their numbers.
+#[derive(Debug, Default)]
+pub struct Export {
+    pub accounts: Vec<Account>,
+    pub keys: Vec<([u8; 32], KeyRecord)>,
+    /// Every entry, by number, with the charges earmarked tasks' settlements hold.
+    pub entries: Vec<Entry>,
+    pub funds: Vec<(String, Funds)>,
+    pub tasks: Vec<TaskRecord>,
+    pub idempotency: Vec<(String, IdempotencyRecord)>,
+    pub switches: Vec<(String, bool)>,
 }
 
 /// A change to a live task, applied by [`Storage::change_task`] if the task is still as expected.

@@ -183,6 +183,45 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Everything the store holds, as of one snapshot ([`crate::store::Export`]).
+    pub fn export(&self) -> Result<crate::store::Export, StoreError> {
+        use super::{ACCOUNTS, IDEMPOTENCY, KEYS, MODEL_SWITCHES};
+        let view = self.overlay.snapshot(&self.db)?;
+        let mut export = crate::store::Export::default();
+        for row in view.open_table(ACCOUNTS)?.iter()? {
+            export.accounts.push(decode(row?.1.value())?);
+        }
+        for row in view.open_table(KEYS)?.iter()? {
+            let (hash, record) = row?;
+            let hash = <[u8; 32]>::try_from(hash.value()).map_err(|_| StoreError::new("a key hash is not 32 bytes"))?;
+            export.keys.push((hash, decode(record.value())?));
+        }
+        for row in view.open_table(FUNDS)?.iter()? {
+            let (account, funds) = row?;
+            export.funds.push((account.value().to_string(), decode(funds.value())?));
+        }
+        for row in view.open_table(LEDGER)?.iter()? {
+            export.entries.push(decode(row?.1.value())?);
+        }
+        for row in view.open_table(TASKS)?.iter()? {
+            let task: TaskRecord = decode(row?.1.value())?;
+            export.entries.extend(entries_on(&task));
+            export.tasks.push(task);
+        }
+        export.entries.sort_by_key(|entry| entry.seq);
+        for row in view.open_table(IDEMPOTENCY)?.iter()? {
+            let (key, record) = row?;
+            export.idempotency.push((key.value().to_string(), decode(record.value())?));
+        }
+        for row in view.open_table(MODEL_SWITCHES)?.iter()? {
+            let (model, enabled) = row?;
+            export.switches.push((model.value().to_string(), enabled.value()));
+        }
+        Ok(export)
+    }
+}
+
 /// Every entry in `view`, rows and settlements', by sequence number; and the money of every task.
 fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreError> {
     let mut entries = Vec::new();

@@ -15,6 +15,7 @@
 
 mod accounts;
 mod changes;
+mod import;
 mod ledger;
 mod replicas;
 mod tasks;
@@ -126,6 +127,11 @@ impl Store {
             Ok(Store { pool, replica, keys, changes })
         })
         .await
+    }
+
+    /// Fills the database, which must be empty, with `export` (`mediagate store copy`).
+    pub async fn import(&self, export: crate::store::Export) -> Result<(), StoreError> {
+        self.with(move |mut client| async move { import::import(&mut client, &export).await }).await
     }
 
     /// Runs `op` with a pooled connection, on the database's runtime.
