@@ -54,9 +54,14 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// How to reach PostgreSQL, when a URL is set.
-    pub fn postgres(&self) -> Option<crate::store::postgres::Options> {
+    pub fn postgres(&self, limits: &LimitsConfig) -> Option<crate::store::postgres::Options> {
         let url = self.url.clone().filter(|url| !url.trim().is_empty())?;
-        Some(crate::store::postgres::Options { url, pool_size: self.pool_size, ca_file: self.ca_file.clone() })
+        Some(crate::store::postgres::Options {
+            url,
+            pool_size: self.pool_size,
+            ca_file: self.ca_file.clone(),
+            max_in_flight_per_account: limits.max_in_flight_per_account,
+        })
     }
 }
 

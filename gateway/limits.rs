@@ -48,20 +48,26 @@ impl Limits {
             None => counts.entry(account.to_string()).or_default(),
         };
         if *count >= self.max_in_flight {
-            return Err(ApiError::new(
-                ErrorCode::too_many_tasks,
-                format!("The account has {count} unfinished tasks, the most allowed; wait for some to finish."),
-            )
-            .with_retry_after(5));
+            return Err(too_many_tasks(*count));
         }
         *count += 1;
         Ok(())
     }
 
+    /// Gives back a slot [`Limits::reserve`] reserved.
     pub fn release(&self, account: &str) {
         let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = counts.get_mut(account) {
             *count = count.saturating_sub(1);
         }
     }
+}
+
+/// The answer to a task past its account's limit on unfinished tasks.
+pub fn too_many_tasks(count: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::too_many_tasks,
+        format!("The account has {count} unfinished tasks, the most allowed; wait for some to finish."),
+    )
+    .with_retry_after(5)
 }

@@ -272,14 +272,14 @@ fn run(cli: Cli) -> Result<(), String> {
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }
         Command::Store { command: StoreCommand::Copy { from_data_dir, to, ca_file } } => {
-            let options = mediagate::store::postgres::Options { url: to, pool_size: 2, ca_file };
+            let options = mediagate::store::postgres::Options::new(to, ca_file);
             let copied = actix_web::rt::System::new()
                 .block_on(mediagate::store::copy(&from_data_dir, options))
                 .map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&copied).unwrap_or_default())
         }
         Command::Migrate { database_url, ca_file } => {
-            let options = mediagate::store::postgres::Options { url: database_url, pool_size: 1, ca_file };
+            let options = mediagate::store::postgres::Options::new(database_url, ca_file);
             let applied = actix_web::rt::System::new()
                 .block_on(mediagate::store::postgres::migrate(options))
                 .map_err(|e| e.to_string())?;

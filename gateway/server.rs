@@ -16,7 +16,7 @@ pub async fn build_state(config: Config, upstreams: Upstreams) -> std::io::Resul
 
 /// The store the config names: PostgreSQL at its database URL, else the embedded store in its data dir.
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Storage>, crate::store::StoreError> {
-    match config.store.postgres() {
+    match config.store.postgres(&config.limits) {
         Some(options) => Ok(Arc::new(crate::store::postgres::Store::connect(options).await?)),
         None => Ok(Arc::new(crate::store::embedded::Store::open(&config.data_dir)?)),
     }

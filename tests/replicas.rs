@@ -219,7 +219,12 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     let auth = format!("Bearer {key}");
     let keyed = |demo: &Demo| {
         let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "moved-1")];
-        demo.request("POST", "/v1/videos/generations", Some(&json!({"model": "alpha2.6-t2v_t2v", "prompt": "a slow fox sim:slow", "duration": 2})), &headers)
+        demo.request(
+            "POST",
+            "/v1/videos/generations",
+            Some(&json!({"model": "alpha2.6-t2v_t2v", "prompt": "a slow fox sim:slow", "duration": 2})),
+            &headers,
+        )
     };
     let live = keyed(&before).json["task_id"].as_str().unwrap().to_string();
     assert_eq!(before.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);
@@ -264,4 +269,25 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
         .sum();
     let (trial, plan, balance) = after.funds("acme");
     assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - charged);
+}
+
+/// The limit on an account's unfinished tasks holds across replicas: the count is kept in the database.
+#[test]
+fn the_limit_on_unfinished_tasks_holds_across_replicas() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("1", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = format!(
+        "store: {{url: '{}'}}\nlimits: {{max_in_flight_per_account: 3}}\n{}",
+        cluster.url("postgres"),
+        common::serve_config(&simulator.address(), "", "")
+    );
+    let replicas: Vec<Demo> =
+        (0..2).map(|n| Demo::serve(&tmp.path().join(format!("r{n}")), &config, &[common::SIM_KEY])).collect();
+    let key = replicas[0].account("acme", 1_000_000_000, 0, 0);
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a slow fox sim:slow", "duration": 2});
+    let statuses: Vec<u16> =
+        (0..6).map(|n| replicas[n % 2].post_as(&key, "/v1/videos/generations", &body).status).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 3, "{statuses:?}");
 }

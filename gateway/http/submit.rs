@@ -91,6 +91,7 @@ pub async fn submit(
             };
         }
         Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall)),
+        Inserted::TooManyTasks(count) => return Err(crate::limits::too_many_tasks(count)),
     };
     ScopeGuard::into_inner(slot);
     crate::metrics::task_accepted();

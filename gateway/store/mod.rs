@@ -14,12 +14,12 @@ mod records;
 mod usage;
 
 pub use crate::billing::audit::LedgerReport;
+pub use copy::{Copied, copy};
 pub use embedded::Earmark;
 pub use records::{
     Account, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError, TaskRecord,
     TaskRef, TaskResult, TaskStatus, hash_key, new_key,
 };
-pub use copy::{Copied, copy};
 pub use usage::{UsageFilter, UsageRecord};
 
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};

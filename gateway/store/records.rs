@@ -75,6 +75,9 @@ pub enum Inserted {
     Duplicate(IdempotencyRecord),
     /// The account cannot fund the hold; nothing was written.
     Shortfall(Shortfall),
+    /// The account has as many unfinished tasks as it may (counted across every process sharing the
+    /// store); nothing was written.
+    TooManyTasks(usize),
 }
 
 /// What an `Idempotency-Key` was first used for.

@@ -1,7 +1,7 @@
 //! Filling an empty database with what another store holds ([`crate::store::Export`]), in one transaction.
 
-use super::ledger::name_of;
 use super::db_error;
+use super::ledger::name_of;
 use crate::store::{Export, Refusal, StoreError, encode};
 use deadpool_postgres::Object;
 
@@ -41,14 +41,26 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
         tx.execute(
             "INSERT INTO ledger (seq, account, kind, pot, delta, task_id, at_ms, note) OVERRIDING SYSTEM VALUE \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[&seq, &entry.account, &name_of(&entry.kind)?, &name_of(&entry.pot)?, &entry.delta, &entry.task_id, &entry.at_ms, &entry.note],
+            &[
+                &seq,
+                &entry.account,
+                &name_of(&entry.kind)?,
+                &name_of(&entry.pot)?,
+                &entry.delta,
+                &entry.task_id,
+                &entry.at_ms,
+                &entry.note,
+            ],
         )
         .await
         .map_err(db_error)?;
     }
-    tx.execute("SELECT setval(pg_get_serial_sequence('ledger', 'seq'), GREATEST((SELECT max(seq) FROM ledger), 1))", &[])
-        .await
-        .map_err(db_error)?;
+    tx.execute(
+        "SELECT setval(pg_get_serial_sequence('ledger', 'seq'), GREATEST((SELECT max(seq) FROM ledger), 1))",
+        &[],
+    )
+    .await
+    .map_err(db_error)?;
     for (account, funds) in &export.funds {
         tx.execute(
             "INSERT INTO funds (account, free_trial, plan, balance) VALUES ($1, $2, $3, $4)",
@@ -67,6 +79,13 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
         .await
         .map_err(db_error)?;
     }
+    tx.execute(
+        "UPDATE accounts SET in_flight = (SELECT count(*) FROM tasks \
+         WHERE tasks.account = accounts.name AND status IN ('queued', 'running'))",
+        &[],
+    )
+    .await
+    .map_err(db_error)?;
     for (key, record) in &export.idempotency {
         tx.execute(
             "INSERT INTO idempotency (key, body_hash, task_id) VALUES ($1, $2, $3)",

@@ -48,8 +48,17 @@ pub struct Options {
     pub url: String,
     /// Connections per replica.
     pub pool_size: usize,
+    /// Unfinished tasks one account may have, across every replica.
+    pub max_in_flight_per_account: usize,
     /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
     pub ca_file: Option<PathBuf>,
+}
+
+impl Options {
+    /// For a command that is not a gateway (a migration, a copy): a few connections, no limits to keep.
+    pub fn new(url: String, ca_file: Option<PathBuf>) -> Options {
+        Options { url, pool_size: 2, ca_file, max_in_flight_per_account: usize::MAX }
+    }
 }
 
 /// The runtime every connection runs on: one per process, never dropped (a runtime may not be dropped
@@ -73,6 +82,7 @@ async fn on_runtime<T: Send + 'static>(
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    max_in_flight: i32,
     replica: replicas::Replica,
     keys: Arc<KeyCache>,
     changes: changes::Changes,
@@ -124,7 +134,8 @@ impl Store {
             let changes = changes::Changes::listen(config, tls, keys.clone());
             let replica = replicas::Replica::new();
             replica.start_beating(pool.clone());
-            Ok(Store { pool, replica, keys, changes })
+            let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
+            Ok(Store { pool, max_in_flight, replica, keys, changes })
         })
         .await
     }
@@ -301,9 +312,11 @@ impl Storage for Store {
         hold: Option<Hold>,
         _: Commit,
     ) -> Result<Inserted, StoreError> {
-        let replica = self.replica.id.clone();
-        self.with(move |mut client| async move { tasks::add(&mut client, new, idempotency, hold, &replica).await })
-            .await
+        let (replica, cap) = (self.replica.id.clone(), self.max_in_flight);
+        self.with(move |mut client| async move {
+            tasks::add(&mut client, tasks::New { task: new, idempotency, hold, cap }, &replica).await
+        })
+        .await
     }
 
     fn earmarks_in_memory(&self) -> bool {

@@ -44,15 +44,20 @@ async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -
     Ok(())
 }
 
+/// A task to add, and what it must get past.
+pub(super) struct New {
+    pub task: TaskRecord,
+    pub idempotency: Option<IdempotencyClaim>,
+    pub hold: Option<Hold>,
+    /// Unfinished tasks the account may have.
+    pub cap: i32,
+}
+
 /// Stores a new task with its idempotency record and its hold, in one transaction; nothing is written if
-/// the key is taken (by a task it may not replace) or the account cannot fund the hold.
-pub(super) async fn add(
-    client: &mut Object,
-    mut new: TaskRecord,
-    idempotency: Option<IdempotencyClaim>,
-    hold: Option<Hold>,
-    replica: &str,
-) -> Result<Inserted, StoreError> {
+/// the key is taken (by a task it may not replace), the account has as many unfinished tasks as it may, or
+/// it cannot fund the hold.
+pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<Inserted, StoreError> {
+    let New { task: mut new, idempotency, hold, cap } = new;
     let tx = client.transaction().await.map_err(db_error)?;
     if let Some(claim) = &idempotency {
         let record = &claim.record;
@@ -79,6 +84,15 @@ pub(super) async fn add(
             )
             .await
             .map_err(db_error)?;
+        }
+    }
+    if !new.status.is_terminal() {
+        let counted = tx
+            .prepare_cached("UPDATE accounts SET in_flight = in_flight + 1 WHERE name = $1 AND in_flight < $2")
+            .await
+            .map_err(db_error)?;
+        if tx.execute(&counted, &[&new.account, &cap]).await.map_err(db_error)? == 0 {
+            return Ok(Inserted::TooManyTasks(usize::try_from(cap).unwrap_or_default()));
         }
     }
     if let Some(hold) = hold {
@@ -132,10 +146,15 @@ pub(super) async fn change(
         return Ok(None);
     }
     change(&mut task);
-    if task.status.is_terminal()
-        && let Some(postings) = task.settle()
-    {
-        ledger::append(&tx, &postings).await?;
+    if task.status.is_terminal() {
+        let uncounted = tx
+            .prepare_cached("UPDATE accounts SET in_flight = in_flight - 1 WHERE name = $1 AND in_flight > 0")
+            .await
+            .map_err(db_error)?;
+        tx.execute(&uncounted, &[&task.account]).await.map_err(db_error)?;
+        if let Some(postings) = task.settle() {
+            ledger::append(&tx, &postings).await?;
+        }
     }
     write(&tx, &task, None).await?;
     tx.commit().await.map_err(db_error)?;
