@@ -1,5 +1,5 @@
 //! `bash bench/run.sh [SCENARIO...]`: runs the bench scenarios on this machine (all of them by default:
-//! `forward`, `poller`, `restart`, `disk`), prints one report and writes it under bench/results/.
+//! `forward`, `poller`, `restart`, `disk`, `postgres`), prints one report and writes it under bench/results/.
 //!
 //! Servers are pinned to core 0 and load generators and the simulator to core 1, as the issue asks;
 //! figures are medians of alternating rounds, quoted with ratios measured side by side.
@@ -9,11 +9,12 @@ mod forward;
 mod harness;
 mod loadgen;
 mod poller_scale;
+mod postgres;
 mod restart;
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 4] = ["forward", "poller", "restart", "disk"];
+const SCENARIOS: [&str; 5] = ["forward", "poller", "restart", "disk", "postgres"];
 
 fn main() {
     let asked: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +35,9 @@ fn main() {
     }
     if wanted("disk") {
         report.push_str(&disk::run());
+    }
+    if wanted("postgres") {
+        report.push_str(&postgres::run());
     }
     println!("{report}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
