@@ -34,9 +34,7 @@ impl Limits {
 
     /// One request by the key with this hash.
     pub fn request(&self, key_hash: [u8; 32]) -> Result<(), ApiError> {
-        self.rate.check_key(&key_hash).map_err(|_| {
-            ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
-        })
+        self.rate.check_key(&key_hash).map_err(|_| rate_limited())
     }
 
     /// Reserves an in-flight slot for `account`; release it with [`Limits::release`].
@@ -70,4 +68,9 @@ pub fn too_many_tasks(count: usize) -> ApiError {
         format!("The account has {count} unfinished tasks, the most allowed; wait for some to finish."),
     )
     .with_retry_after(5)
+}
+
+/// The answer to a request past its key's rate.
+pub fn rate_limited() -> ApiError {
+    ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
 }

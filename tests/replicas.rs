@@ -271,14 +271,15 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - charged);
 }
 
-/// The limit on an account's unfinished tasks holds across replicas: the count is kept in the database.
+/// The limits of an account (unfinished tasks) and of a key (requests per second) hold across replicas:
+/// both are counted in the database.
 #[test]
-fn the_limit_on_unfinished_tasks_holds_across_replicas() {
+fn account_and_key_limits_hold_across_replicas() {
     let cluster = Cluster::start();
     let simulator = common::simulator("1", &[]);
     let tmp = tempfile::tempdir().unwrap();
     let config = format!(
-        "store: {{url: '{}'}}\nlimits: {{max_in_flight_per_account: 3}}\n{}",
+        "store: {{url: '{}'}}\nlimits: {{max_in_flight_per_account: 3, requests_per_second_per_key: {RATE}}}\n{}",
         cluster.url("postgres"),
         common::serve_config(&simulator.address(), "", "")
     );
@@ -290,4 +291,44 @@ fn the_limit_on_unfinished_tasks_holds_across_replicas() {
         (0..6).map(|n| replicas[n % 2].post_as(&key, "/v1/videos/generations", &body).status).collect();
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 3, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 3, "{statuses:?}");
+
+    // A key's requests spread over both replicas, as fast as they go: per second, within a tenth of its rate
+    // and never over it.
+    std::thread::sleep(Duration::from_secs(1));
+    let answered = Mutex::new(Vec::new());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for client in 0..6 {
+            let (replicas, key, answered) = (&replicas, &key, &answered);
+            scope.spawn(move || {
+                while start.elapsed() < Duration::from_millis(4500) {
+                    let status = replicas[client % 2].get_as(key, "/v1/models").status;
+                    answered.lock().unwrap().push((common::now_ms() / 1000, status));
+                }
+            });
+        }
+    });
+    // Granted, per second, by both replicas together: never more than the rate.
+    let granted = common::postgres::query(&cluster.url("postgres"), "SELECT second, used FROM key_rates").unwrap();
+    for row in &granted {
+        let used: u32 = row[1].as_deref().unwrap().parse().unwrap();
+        assert!(used <= RATE, "{used} requests granted in second {:?}, limit {RATE}", row[0]);
+    }
+    // Answered 200, per second of the client's clock: within a tenth of the rate, give or take the requests
+    // that straddle a second's edge. The first and last seconds are partial.
+    let mut per_second: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
+    for (second, status) in answered.into_inner().unwrap() {
+        if status == 200 {
+            *per_second.entry(second).or_default() += 1;
+        }
+    }
+    let counts: Vec<u32> = per_second.values().copied().collect();
+    let whole = &counts[1..counts.len().saturating_sub(1).max(1)];
+    assert!(whole.len() >= 2, "{per_second:?}");
+    for count in whole {
+        assert!((RATE * 9 / 10 - 2..=RATE + 2).contains(count), "{count} in a second, rate {RATE}: {per_second:?}");
+    }
 }
+
+/// The per-key request rate of the limits test.
+const RATE: u32 = 40;

@@ -60,7 +60,11 @@ async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
     let hash = crate::store::hash_key(key);
     match state.store.key(&hash).await? {
         Some(record) if !record.revoked => {
-            state.limits.request(hash)?;
+            if !state.store.counts_requests() {
+                state.limits.request(hash)?;
+            } else if !state.store.admit_request(&hash, state.config.limits.requests_per_second_per_key).await? {
+                return Err(crate::limits::rate_limited());
+            }
             Ok(Caller { key: record })
         }
         _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),

@@ -69,6 +69,12 @@ pub trait Storage: Send + Sync {
     async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError>;
     /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
     async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError>;
+    /// Whether this store counts each key's requests across the processes sharing it
+    /// ([`Storage::admit_request`]); if not, the caller counts them in memory.
+    fn counts_requests(&self) -> bool;
+    /// Counts one request of the key with this hash against `per_second`: false when the key has had its
+    /// requests for this second.
+    async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError>;
     /// Every key of an account, by prefix only.
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError>;
     /// Revokes the account's keys starting with `prefix`; returns how many.

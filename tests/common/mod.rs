@@ -457,3 +457,8 @@ pub fn get_json(url: &str) -> Value {
     let agent = agent(None);
     agent.get(url).call().unwrap().body_mut().read_json().unwrap_or(Value::Null)
 }
+
+/// Now, in epoch milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

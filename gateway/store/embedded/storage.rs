@@ -46,6 +46,14 @@ impl Storage for Store {
         Store::key(self, hash)
     }
 
+    fn counts_requests(&self) -> bool {
+        false
+    }
+
+    async fn admit_request(&self, _: &[u8; 32], _: u32) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
         Store::keys_of(self, account)
     }

@@ -17,6 +17,7 @@ mod accounts;
 mod changes;
 mod import;
 mod ledger;
+mod rates;
 mod replicas;
 mod tasks;
 
@@ -85,6 +86,7 @@ pub struct Store {
     max_in_flight: i32,
     replica: replicas::Replica,
     keys: Arc<KeyCache>,
+    rates: Arc<rates::Rates>,
     changes: changes::Changes,
 }
 
@@ -135,7 +137,7 @@ impl Store {
             let replica = replicas::Replica::new();
             replica.start_beating(pool.clone());
             let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
-            Ok(Store { pool, max_in_flight, replica, keys, changes })
+            Ok(Store { pool, max_in_flight, replica, keys, rates: Arc::default(), changes })
         })
         .await
     }
@@ -252,6 +254,25 @@ impl Storage for Store {
             self.keys.put(generation, *hash, record.clone());
         }
         Ok(record)
+    }
+
+    fn counts_requests(&self) -> bool {
+        true
+    }
+
+    async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError> {
+        let second = crate::clock::now_ms().div_euclid(1000);
+        if self.rates.spend(hash, second).is_some() {
+            return Ok(true);
+        }
+        // A batch small enough that what the replicas hold unspent stays within a tenth of the limit.
+        let replicas = self.replica.share().unwrap_or(1);
+        let batch = (per_second / replicas.saturating_mul(10).max(1)).max(1);
+        let key = *hash;
+        let granted = self
+            .with(move |mut client| async move { rates::take(&mut client, &key, second, batch, per_second).await })
+            .await?;
+        Ok(self.rates.keep(*hash, second, granted))
     }
 
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {

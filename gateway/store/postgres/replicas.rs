@@ -97,6 +97,8 @@ impl Replica {
             .execute("DELETE FROM replicas WHERE seen_ms < $1", &[&(now - 10 * GONE_AFTER_MS)])
             .await
             .map_err(db_error)?;
+        // Request counts of seconds long past (any replica may delete them).
+        client.execute("DELETE FROM key_rates WHERE second < $1", &[&(now / 1000 - 10)]).await.map_err(db_error)?;
         Ok(u32::try_from(row.get::<_, i64>(0)).unwrap_or(u32::MAX))
     }
 
