@@ -1,5 +1,6 @@
 //! `bash bench/run.sh [SCENARIO...]`: runs the bench scenarios on this machine (all of them by default:
-//! `forward`, `poller`, `restart`, `disk`, `postgres`), prints one report and writes it under bench/results/.
+//! `forward`, `poller`, `restart`, `disk`, `postgres`, `poller-replicas`), prints one report and writes it
+//! under bench/results/.
 //!
 //! Servers are pinned to core 0 and load generators and the simulator to core 1, as the issue asks;
 //! figures are medians of alternating rounds, quoted with ratios measured side by side.
@@ -14,7 +15,7 @@ mod restart;
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 5] = ["forward", "poller", "restart", "disk", "postgres"];
+const SCENARIOS: [&str; 6] = ["forward", "poller", "restart", "disk", "postgres", "poller-replicas"];
 
 fn main() {
     let asked: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +39,9 @@ fn main() {
     }
     if wanted("postgres") {
         report.push_str(&postgres::run());
+    }
+    if wanted("poller-replicas") {
+        report.push_str(&poller_scale::run_replicas());
     }
     println!("{report}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");

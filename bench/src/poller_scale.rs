@@ -8,6 +8,10 @@
 //! queries any key made within one second, and the detection lag: the upstream's end time (from its task
 //! list) against the gateway's settlement time (the usage log's `at_ms`: the task's `finished_ms`, set in
 //! the transaction that makes it terminal), for a sample of tasks linked through the admin task view.
+//!
+//! Scenario `poller-replicas` runs the same jobs on three replicas sharing a local PostgreSQL (a throwaway
+//! cluster, on core 0 with them), submitted to all three in turn: RSS per replica, and the same figures for
+//! the three together (the keys' limits are shared, so the busiest key's peak is theirs together).
 
 use crate::harness::{
     ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile, rss_bytes,
@@ -48,8 +52,18 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(300);
 const ADMIN: &str = "bench-admin";
 const BODY: &str = r#"{"model":"alpha2.6-t2v_t2v","prompt":"bench poller","duration":5}"#;
 
+/// Where the gateways keep their state.
+#[derive(Clone, Copy)]
+enum Setup {
+    /// One gateway on its embedded store.
+    Embedded,
+    /// This many replicas on one PostgreSQL.
+    Postgres(usize),
+}
+
 /// What the run measured.
 struct Figures {
+    setup: Setup,
     tasks: usize,
     scale: f64,
     rate: f64,
@@ -59,7 +73,8 @@ struct Figures {
     finished: u64,
     succeeded: u64,
     drain_seconds: f64,
-    rss_peak: u64,
+    /// Each gateway's.
+    rss_peaks: Vec<u64>,
     in_flight_peak: u64,
     store_bytes: u64,
     cpu_seconds: f64,
@@ -70,6 +85,14 @@ struct Figures {
 }
 
 pub fn run() -> String {
+    run_with(Setup::Embedded)
+}
+
+pub fn run_replicas() -> String {
+    run_with(Setup::Postgres(3))
+}
+
+fn run_with(setup: Setup) -> String {
     let tasks = std::env::var("MEDIAGATE_BENCH_POLLER_TASKS").ok().and_then(|n| n.parse().ok()).unwrap_or(TASKS);
     let scale: f64 =
         std::env::var("MEDIAGATE_BENCH_POLLER_SCALE").ok().and_then(|n| n.parse().ok()).unwrap_or(TIME_SCALE);
@@ -78,31 +101,59 @@ pub fn run() -> String {
     let bin = crate::harness::bin_dir().join("mediagate");
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let sim_addr = format!("127.0.0.1:{}", free_port());
-    let gw_addr = format!("127.0.0.1:{}", free_port());
+    let (gateways_wanted, cluster) = match setup {
+        Setup::Embedded => (1, None),
+        Setup::Postgres(replicas) => (replicas, Some(crate::postgres::Cluster::start())),
+    };
+    let gw_addrs: Vec<String> = (0..gateways_wanted).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let gw_addr = gw_addrs[0].clone();
     let (keys_flag, limit_flag, scale_flag) = ((KEYS + 1).to_string(), LIMIT.to_string(), scale.to_string());
     let sim_args = ["simulate", "--listen", &sim_addr, "--time-scale", &scale_flag, "--key-prefix", "bench"];
     let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--query-qps", &limit_flag]).collect();
     let _sim = start(1, &bin, &sim_args, &[]);
     let data = tmp.path().join("gateway");
-    let key = create_key(&bin, "bench", &data);
-    let config = tmp.path().join("config.yaml");
-    let poller = format!(
+    let mut key = match setup {
+        Setup::Embedded => create_key(&bin, "bench", &data),
+        Setup::Postgres(_) => String::new(),
+    };
+    let mut poller = format!(
         "poller: {{queries_per_second: {LIMIT}, min_interval_ms: {MIN_INTERVAL_MS}, max_interval_ms: {MAX_INTERVAL_MS}}}\n"
     );
-    std::fs::write(&config, gateway_config(&gw_addr, &data, &format!("http://{sim_addr}"), &poller))
-        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(cluster) = &cluster {
+        poller.push_str(&format!("store: {{url: '{}'}}\n", cluster.url()));
+    }
     let upstream_keys: Vec<String> = (1..=KEYS).map(sim_key).collect();
-    let config_arg = config.display().to_string();
-    let gateway = start(
-        0,
-        &bin,
-        &["serve", "--config", &config_arg],
-        &[(UPSTREAM_KEY_ENV, &upstream_keys.join(",")), (ADMIN_ENV, ADMIN)],
-    );
+    let gateways: Vec<crate::harness::Server> = gw_addrs
+        .iter()
+        .enumerate()
+        .map(|(n, addr)| {
+            let config = tmp.path().join(format!("config-{n}.yaml"));
+            let dir = if n == 0 { data.clone() } else { data.join(n.to_string()) };
+            std::fs::write(&config, gateway_config(addr, &dir, &format!("http://{sim_addr}"), &poller))
+                .unwrap_or_else(|e| panic!("{e}"));
+            let config_arg = config.display().to_string();
+            start(
+                0,
+                &bin,
+                &["serve", "--config", &config_arg],
+                &[(UPSTREAM_KEY_ENV, &upstream_keys.join(",")), (ADMIN_ENV, ADMIN)],
+            )
+        })
+        .collect();
     wait_listening(&sim_addr);
-    wait_listening(&gw_addr);
+    for addr in &gw_addrs {
+        wait_listening(addr);
+    }
     let admin = format!("Bearer {ADMIN}");
     let json = ("Content-Type", "application/json");
+    if key.is_empty() {
+        http(&gw_addr, "POST", "/admin/v1/accounts", &[("Authorization", &admin), json], r#"{"name":"bench"}"#);
+        let (_, body) =
+            http(&gw_addr, "POST", "/admin/v1/accounts/bench/keys", &[("Authorization", &admin), json], "{}");
+        key = serde_json::from_str::<Value>(&body).unwrap_or_default()["key"].as_str().unwrap_or_default().to_string();
+        // Every replica counts the others before the jobs come.
+        std::thread::sleep(Duration::from_secs(4));
+    }
     let (status, _) = http(
         &gw_addr,
         "POST",
@@ -113,34 +164,40 @@ pub fn run() -> String {
     assert_eq!(status, 200, "top-up failed");
 
     let began_ms = now_ms();
-    let (rss_peak, in_flight_peak) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let rss_peaks: Arc<Vec<AtomicU64>> = Arc::new(gateways.iter().map(|_| AtomicU64::new(0)).collect());
+    let in_flight_peak = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
+    let pids: Vec<u32> = gateways.iter().map(|g| g.pid()).collect();
     let sampler = {
-        let (rss, in_flight, sampling) = (rss_peak.clone(), in_flight_peak.clone(), sampling.clone());
-        let (pid, addr) = (gateway.pid(), gw_addr.clone());
+        let (rss, in_flight, sampling) = (rss_peaks.clone(), in_flight_peak.clone(), sampling.clone());
+        let (pids, addrs) = (pids.clone(), gw_addrs.clone());
         std::thread::spawn(move || {
             for tick in 0u64.. {
                 if !sampling.load(Ordering::Relaxed) {
                     break;
                 }
-                rss.fetch_max(rss_bytes(pid), Ordering::Relaxed);
+                for (peak, pid) in rss.iter().zip(&pids) {
+                    peak.fetch_max(rss_bytes(*pid), Ordering::Relaxed);
+                }
                 if tick % 10 == 0 {
-                    in_flight.fetch_max(metric(&addr, "mediagate_tasks_in_flight ") as u64, Ordering::Relaxed);
+                    let now = addrs.iter().map(|a| metric(a, "mediagate_tasks_in_flight ") as u64).sum();
+                    in_flight.fetch_max(now, Ordering::Relaxed);
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
         })
     };
-    let cpu_before = cpu_micros(gateway.pid());
+    let cpu = || pids.iter().map(|pid| cpu_micros(*pid)).sum::<f64>();
+    let cpu_before = cpu();
     eprintln!("poller: submitting {tasks} jobs");
     let submit_start = Instant::now();
-    let (ids, submit_errors) = submit(&gw_addr, &key, tasks, rate);
+    let (ids, submit_errors) = submit(&gw_addrs, &key, tasks, rate);
     let submit_seconds = submit_start.elapsed().as_secs_f64();
     eprintln!("poller: {} accepted in {submit_seconds:.1} s; waiting for them to end", ids.len());
     let drain_start = Instant::now();
-    let (finished, succeeded) = drain(&gw_addr, ids.len() as u64);
+    let (finished, succeeded) = drain(&gw_addrs, ids.len() as u64);
     let drain_seconds = drain_start.elapsed().as_secs_f64();
-    let cpu_seconds = (cpu_micros(gateway.pid()) - cpu_before) / 1e6;
+    let cpu_seconds = (cpu() - cpu_before) / 1e6;
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.join();
     let stats = get_json(&sim_addr, "/_sim/query-stats", "");
@@ -148,6 +205,7 @@ pub fn run() -> String {
     eprintln!("poller: all ended; reading end times for the lag sample");
     let lags_ms = detection_lags(&sim_addr, &gw_addr, &ids, began_ms - 5000, now_ms() + 5000);
     let figures = Figures {
+        setup,
         tasks,
         scale,
         rate,
@@ -157,7 +215,7 @@ pub fn run() -> String {
         finished,
         succeeded,
         drain_seconds,
-        rss_peak: rss_peak.load(Ordering::Relaxed),
+        rss_peaks: rss_peaks.iter().map(|p| p.load(Ordering::Relaxed)).collect(),
         in_flight_peak: in_flight_peak.load(Ordering::Relaxed),
         store_bytes: std::fs::metadata(data.join("mediagate.redb")).map_or(0, |m| m.len()),
         cpu_seconds,
@@ -191,15 +249,15 @@ fn request(addr: &str, method: &str, path: &str, auth: &str, body: &str) -> Vec<
     text.into_bytes()
 }
 
-/// Submits `count` jobs over `CONNECTIONS` connections, at `rate` per second in all (0: back to back);
-/// returns the accepted task ids and the refusals.
-fn submit(addr: &str, key: &str, count: usize, rate: f64) -> (Vec<String>, usize) {
-    let bytes = Arc::new(request(addr, "POST", "/v1/videos/generations", key, BODY));
+/// Submits `count` jobs over `CONNECTIONS` connections spread over `addrs`, at `rate` per second in all (0:
+/// back to back); returns the accepted task ids and the refusals.
+fn submit(addrs: &[String], key: &str, count: usize, rate: f64) -> (Vec<String>, usize) {
     let (start, gap) =
         (Instant::now(), Duration::from_secs_f64(if rate > 0.0 { CONNECTIONS as f64 / rate } else { 0.0 }));
     let threads: Vec<_> = (0..CONNECTIONS)
         .map(|c| {
-            let (addr, bytes) = (addr.to_string(), bytes.clone());
+            let addr = addrs[c % addrs.len()].clone();
+            let bytes = request(&addr, "POST", "/v1/videos/generations", key, BODY);
             let share = count / CONNECTIONS + usize::from(c < count % CONNECTIONS);
             std::thread::spawn(move || {
                 let (mut ids, mut errors) = (Vec::with_capacity(share), 0usize);
@@ -239,15 +297,16 @@ fn submit(addr: &str, key: &str, count: usize, rate: f64) -> (Vec<String>, usize
     (all, errors)
 }
 
-/// Waits until the gateway's metrics count `count` finished tasks (or `DRAIN_LIMIT`); returns the finished
-/// and successful counts.
-fn drain(addr: &str, count: u64) -> (u64, u64) {
+/// Waits until the gateways' metrics count `count` finished tasks in all (or `DRAIN_LIMIT`); returns the
+/// finished and successful counts.
+fn drain(addrs: &[String], count: u64) -> (u64, u64) {
     let deadline = Instant::now() + DRAIN_LIMIT;
     let mut last_print = Instant::now();
+    let total = |prefix: &str| addrs.iter().map(|a| metric(a, prefix)).sum::<f64>() as u64;
     loop {
-        let all = metric(addr, "mediagate_tasks_finished_total{") as u64;
+        let all = total("mediagate_tasks_finished_total{");
         if all >= count || Instant::now() > deadline {
-            return (all, metric(addr, "mediagate_tasks_finished_total{kind=\"success\"}") as u64);
+            return (all, total("mediagate_tasks_finished_total{kind=\"success\"}"));
         }
         if last_print.elapsed() > Duration::from_secs(10) {
             eprintln!("poller: {all}/{count} ended");
@@ -350,12 +409,16 @@ fn render(f: &Figures) -> String {
     let per_task = f.queries as f64 / f.finished.max(1) as f64;
     let job_ms = (4000.0 * f.scale) as u64;
     let all_ended = f.finished >= f.submitted as u64 && f.submitted == f.tasks;
-    let rss_mb = f.rss_peak as f64 / (1024.0 * 1024.0);
+    let rss_peak = f.rss_peaks.iter().copied().max().unwrap_or(0);
     let lag_ok = !f.lags_ms.is_empty() && lag(0.99) * 1000.0 <= MAX_INTERVAL_MS as f64;
     let mut out = format!(
-        "## Poller at scale (`alpha2.6-t2v_t2v`, {} jobs, {KEYS} upstream keys at {LIMIT} queries/s each)\n\n\
+        "## Poller at scale{} (`alpha2.6-t2v_t2v`, {} jobs, {KEYS} upstream keys at {LIMIT} queries/s each)\n\n\
          Simulator time scale {} (each job {} s: {} s PENDING, {} s RUNNING); poller intervals {MIN_INTERVAL_MS}..{MAX_INTERVAL_MS} ms, \
          list pages of 1000. Jobs submitted over {CONNECTIONS} connections {}.\n\n",
+        match f.setup {
+            Setup::Embedded => String::new(),
+            Setup::Postgres(n) => format!(", {n} replicas on one PostgreSQL"),
+        },
         f.tasks,
         f.scale,
         job_ms / 1000,
@@ -389,10 +452,13 @@ fn render(f: &Figures) -> String {
         f.tasks,
         met(f.in_flight_peak >= f.tasks as u64)
     ));
+    let per_replica: Vec<String> =
+        f.rss_peaks.iter().map(|rss| format!("{:.0}", *rss as f64 / (1024.0 * 1024.0))).collect();
     out.push_str(&format!(
-        "| gateway RSS peak (store file at the end) | {rss_mb:.0} MB ({:.0} MB) | < 300 MB: {} |\n",
+        "| gateway RSS peak, MB (store file at the end) | {} ({:.0} MB) | < 300 MB: {} |\n",
+        per_replica.join(" / "),
         f.store_bytes as f64 / (1024.0 * 1024.0),
-        met(f.rss_peak < RSS_TARGET)
+        met(rss_peak < RSS_TARGET)
     ));
     out.push_str(&format!(
         "| gateway CPU | {:.1} s ({:.0} us per job) | |\n",

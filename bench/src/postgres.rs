@@ -14,7 +14,7 @@ const CONNECTIONS: [usize; 2] = [16, 64];
 const SECONDS: u64 = 4;
 
 /// A cluster in a temp dir, run as `postgres` when the bench runs as root; killed when dropped.
-struct Cluster {
+pub(crate) struct Cluster {
     dir: PathBuf,
     port: u16,
     server: Child,
@@ -54,7 +54,7 @@ fn as_postgres(mut command: Command) -> Command {
 }
 
 impl Cluster {
-    fn start() -> Cluster {
+    pub(crate) fn start() -> Cluster {
         let bin = postgres_bin();
         let dir = std::env::temp_dir().join(format!("mediagate-bench-pg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -84,7 +84,7 @@ impl Cluster {
         cluster
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
