@@ -16,4 +16,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 cargo test --workspace --locked "$@"
-MEDIAGATE_TEST_STORE=postgres cargo test -p mediagate --locked --test '*' "$@"
+MEDIAGATE_TEST_STORE=postgres cargo test --workspace --locked --test '*' "$@"
