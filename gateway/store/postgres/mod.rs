@@ -95,16 +95,7 @@ impl Store {
     /// applies the migrations it lacks.
     pub async fn connect(options: Options) -> Result<Store, StoreError> {
         on_runtime(async move {
-            let config = pg_config(&options.url)?;
-            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
-                crate::tls::client_config(options.ca_file.as_deref())
-                    .map_err(|e| StoreError::new(format!("database TLS: {e}")))
-                    .map(|config| (*config).clone())
-                    .map(|mut config| {
-                        config.alpn_protocols.clear();
-                        config
-                    })?,
-            );
+            let (config, tls) = (pg_config(&options.url)?, tls(&options)?);
             let mut delay = Duration::from_millis(250);
             loop {
                 match migrate_with(&config, tls.clone()).await {
@@ -166,14 +157,7 @@ impl Store {
 /// Applies the migrations the database lacks, on a connection of its own, under an advisory lock; returns
 /// how many it applied.
 pub async fn migrate(options: Options) -> Result<usize, StoreError> {
-    on_runtime(async move {
-        let config = pg_config(&options.url)?;
-        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
-            (*crate::tls::client_config(options.ca_file.as_deref()).map_err(StoreError::new)?).clone(),
-        );
-        migrate_with(&config, tls).await
-    })
-    .await
+    on_runtime(async move { migrate_with(&pg_config(&options.url)?, tls(&options)?).await }).await
 }
 
 async fn migrate_with(
@@ -192,6 +176,16 @@ async fn migrate_with(
     Ok(report.applied_migrations().len())
 }
 
+/// TLS to the database (used as the URL's `sslmode` asks), trusting what the upstreams trust plus `ca_file`.
+/// No ALPN: PostgreSQL 17 refuses a protocol other than its own, which earlier versions do not offer.
+fn tls(options: &Options) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    let mut config = (*crate::tls::client_config(options.ca_file.as_deref())
+        .map_err(|e| StoreError::new(format!("database TLS: {e}")))?)
+    .clone();
+    config.alpn_protocols.clear();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
 fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     let mut config: tokio_postgres::Config =
         url.parse().map_err(|e| StoreError::new(format!("the database URL does not parse: {e}")))?;
@@ -199,11 +193,11 @@ fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     Ok(config)
 }
 
-/// A database error as the store reports it: a lost or refused connection, or a server shutting down, is
-/// the database being unavailable (503, and `/readyz` not ready); anything else is a failure.
+/// A database error as the store reports it: a lost, refused or timed-out connection, or a server shutting
+/// down, is the database being unavailable (503, and `/readyz` not ready); anything else is a failure.
 fn db_error(e: tokio_postgres::Error) -> StoreError {
     let unreachable = match e.code() {
-        None => true,
+        None => e.is_closed() || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
         Some(code) => {
             let class = code.code().get(..2).unwrap_or_default();
             // 08: connection exception; 57: operator intervention (shutdown, cannot connect now).
