@@ -176,12 +176,7 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
         // database was down) included: they end as interrupted, their holds given back.
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let usage = demo.admin("/usage?account=acme", None);
-            let charged: i64 = std::str::from_utf8(&usage.bytes)
-                .unwrap()
-                .lines()
-                .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
-                .sum();
+            let charged = demo.charged("acme");
             if demo.funds("acme") == (0, 0, BALANCE - charged) {
                 break;
             }
@@ -261,14 +256,8 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     assert_eq!(usage_lines(&after), lines + 1);
     assert_eq!(after.admin("/ledger/verify", None).json["problems"], json!([]));
     // Every task has ended: the account holds what it was given less what the usage log charged.
-    let usage = after.admin("/usage?account=acme", None);
-    let charged: i64 = std::str::from_utf8(&usage.bytes)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
-        .sum();
     let (trial, plan, balance) = after.funds("acme");
-    assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - charged);
+    assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - after.charged("acme"));
 }
 
 /// The limits of an account (unfinished tasks) and of a key (requests per second) hold across replicas:

@@ -130,3 +130,19 @@ pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Po
     }
     Ok(split)
 }
+
+/// The ledger entries that hold `split` (from [`plan_hold`]) for task `task_id` of `account`, noted with the
+/// task's model.
+pub fn hold_postings(account: &str, task_id: &str, model: &str, split: &[(Pot, i64)]) -> Vec<Posting> {
+    split
+        .iter()
+        .map(|(pot, amount)| Posting {
+            account: account.to_string(),
+            kind: EntryKind::Hold,
+            pot: *pot,
+            delta: -amount,
+            task_id: Some(task_id.to_string()),
+            note: model.to_string(),
+        })
+        .collect()
+}

@@ -285,6 +285,16 @@ impl Demo {
         (f["free_trial"].as_i64().unwrap(), f["plan"].as_i64().unwrap(), f["balance"].as_i64().unwrap())
     }
 
+    /// What the usage log charged `account` in all.
+    pub fn charged(&self, account: &str) -> i64 {
+        let usage = self.admin(&format!("/usage?account={}", path_segment(account)), None);
+        std::str::from_utf8(&usage.bytes)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["charged"].as_i64().unwrap())
+            .sum()
+    }
+
     /// POST with another account's key.
     pub fn post_as(&self, key: &str, path: &str, body: &Value) -> Reply {
         self.request("POST", path, Some(body), &[("Authorization", &format!("Bearer {key}"))])

@@ -7,7 +7,7 @@ use super::{
     Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,
     StoredTask, TASKS, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
 };
-use crate::billing::books::{EntryKind, Posting, Shortfall};
+use crate::billing::books::{Shortfall, hold_postings};
 use crate::store::UsageFilter;
 use serde_json::Value;
 use std::sync::Arc;
@@ -48,17 +48,7 @@ impl Store {
             }
             if let Some(earmark) = earmark {
                 let split = earmark.split().to_vec();
-                let postings: Vec<Posting> = split
-                    .iter()
-                    .map(|(pot, amount)| Posting {
-                        account: new.account.clone(),
-                        kind: EntryKind::Hold,
-                        pot: *pot,
-                        delta: -amount,
-                        task_id: Some(new.task_id.clone()),
-                        note: new.model.to_string(),
-                    })
-                    .collect();
+                let postings = hold_postings(&new.account, &new.task_id, &new.model, &split);
                 // Held: the earmark becomes ledger entries at once.
                 ledger::append(tx, &earmarks, postings, Some(earmark), Keep::Rows)?;
                 if let Some(billing) = new.billing.as_mut() {

@@ -3,7 +3,7 @@
 //! statement.
 
 use super::{db_error, ledger};
-use crate::billing::books::{EntryKind, Posting, plan_hold};
+use crate::billing::books::{hold_postings, plan_hold};
 use crate::store::{
     Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoreError, StoredTask, TaskChange, TaskRecord, TaskStatus,
     UsageFilter, decode, encode,
@@ -102,17 +102,7 @@ pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<
             Ok(split) => split,
             Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
         };
-        let postings: Vec<Posting> = split
-            .iter()
-            .map(|(pot, amount)| Posting {
-                account: new.account.clone(),
-                kind: EntryKind::Hold,
-                pot: *pot,
-                delta: -amount,
-                task_id: Some(new.task_id.clone()),
-                note: new.model.to_string(),
-            })
-            .collect();
+        let postings = hold_postings(&new.account, &new.task_id, &new.model, &split);
         ledger::append(&tx, &postings).await?;
         if let Some(billing) = new.billing.as_mut() {
             billing.hold = split;
