@@ -321,3 +321,53 @@ fn account_and_key_limits_hold_across_replicas() {
 
 /// The per-key request rate of the limits test.
 const RATE: u32 = 40;
+
+/// What a client or an operator does on one replica holds on another: a submission is read, replayed and
+/// cancelled there; a top-up is seen at once; a model switched off and a key revoked take effect within a
+/// second.
+#[test]
+fn one_replica_sees_at_once_what_another_did() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("1", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = format!(
+        "store: {{url: '{}'}}\n{}",
+        cluster.url("postgres"),
+        common::serve_config(&simulator.address(), "", "")
+    );
+    let (one, other) = (
+        Demo::serve(&tmp.path().join("one"), &config, &[common::SIM_KEY]),
+        Demo::serve(&tmp.path().join("other"), &config, &[common::SIM_KEY]),
+    );
+    let key = one.account("acme", 1_000_000_000, 0, 0);
+    let auth = format!("Bearer {key}");
+    let headers = [("Authorization", auth.as_str()), ("Idempotency-Key", "across")];
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a slow fox sim:slow", "duration": 2});
+    let submitted = one.request("POST", "/v1/videos/generations", Some(&body), &headers);
+    let replayed = other.request("POST", "/v1/videos/generations", Some(&body), &headers);
+    assert_eq!((submitted.status, replayed.status), (200, 200), "{:?}", replayed.json);
+    let task_id = submitted.json["task_id"].as_str().unwrap();
+    assert_eq!(replayed.json["task_id"], task_id);
+    let cancelled = other.request("POST", &format!("/v1/tasks/{task_id}/cancel"), None, &[("Authorization", &auth)]);
+    assert_eq!((cancelled.status, cancelled.json["status"].as_str()), (200, Some("cancelled")), "{:?}", cancelled.json);
+    assert_eq!(one.get_as(&key, &format!("/v1/tasks/{task_id}")).json["status"], "cancelled");
+
+    let before = other.funds("acme").2;
+    assert_eq!(one.admin("/accounts/acme/top-up", Some(&json!({"amount": 5}))).status, 200);
+    assert_eq!(other.funds("acme").2, before + 5);
+
+    let image = json!({"model": "beta-image-plus", "prompt": "a"});
+    assert!(other.post_as(&key, "/v1/images/generations", &image).status < 300);
+    assert_eq!(one.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);
+    let within_a_second = |check: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_millis(1200);
+        while !check() {
+            assert!(Instant::now() < deadline, "not seen on the other replica within a second");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    within_a_second(&|| other.post_as(&key, "/v1/images/generations", &image).code() == "model_disabled");
+    let prefix: String = key.chars().take(8).collect();
+    assert_eq!(one.admin(&format!("/accounts/acme/keys/{prefix}/revoke"), Some(&json!({}))).status, 200);
+    within_a_second(&|| other.get_as(&key, "/v1/models").status == 401);
+}

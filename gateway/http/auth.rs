@@ -5,7 +5,8 @@ use crate::state::AppState;
 use crate::store::KeyRecord;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{Either, LocalBoxFuture};
+use std::future::{Ready, ready};
 use std::sync::Arc;
 
 /// The authenticated caller of a `/v1` route: the record of the key it presented, shared with the key cache.
@@ -41,15 +42,36 @@ pub fn presented_key(req: &HttpRequest) -> Option<&str> {
 
 impl FromRequest for Caller {
     type Error = ApiError;
-    type Future = LocalBoxFuture<'static, Result<Caller, ApiError>>;
+    type Future = Either<Ready<Result<Caller, ApiError>>, LocalBoxFuture<'static, Result<Caller, ApiError>>>;
 
+    /// At once when the key is cached and its requests are counted in memory (no store call: the usual
+    /// case on the embedded store); else through the store.
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let req = req.clone();
-        Box::pin(async move { authenticate(&req).await })
+        let (state, hash) = match presented(req) {
+            Ok(presented) => presented,
+            Err(refused) => return Either::Left(ready(Err(refused))),
+        };
+        if !state.store.counts_requests()
+            && let Some(record) = state.store.cached_key(&hash)
+        {
+            return Either::Left(ready(admit(state, hash, Some(record))));
+        }
+        let state = state.clone();
+        Either::Right(Box::pin(async move {
+            let record = state.store.key(&hash).await?;
+            if state.store.counts_requests() && record.as_ref().is_some_and(|r| !r.revoked) {
+                let per_second = state.config.limits.requests_per_second_per_key;
+                if !state.store.admit_request(&hash, per_second).await? {
+                    return Err(crate::limits::rate_limited());
+                }
+            }
+            admit(&state, hash, record)
+        }))
     }
 }
 
-async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
+/// The app state and the hash of the key the request presents.
+fn presented(req: &HttpRequest) -> Result<(&web::Data<AppState>, [u8; 32]), ApiError> {
     let key = presented_key(req).ok_or_else(|| {
         ApiError::new(
             ErrorCode::missing_api_key,
@@ -57,13 +79,15 @@ async fn authenticate(req: &HttpRequest) -> Result<Caller, ApiError> {
         )
     })?;
     let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("no app state"))?;
-    let hash = crate::store::hash_key(key);
-    match state.store.key(&hash).await? {
+    Ok((state, crate::store::hash_key(key)))
+}
+
+/// The caller of a live key, its request counted in memory unless the store counted it.
+fn admit(state: &AppState, hash: [u8; 32], record: Option<Arc<KeyRecord>>) -> Result<Caller, ApiError> {
+    match record {
         Some(record) if !record.revoked => {
             if !state.store.counts_requests() {
                 state.limits.request(hash)?;
-            } else if !state.store.admit_request(&hash, state.config.limits.requests_per_second_per_key).await? {
-                return Err(crate::limits::rate_limited());
             }
             Ok(Caller { key: record })
         }

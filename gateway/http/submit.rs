@@ -63,7 +63,11 @@ pub async fn submit(
         // Written once, when it ends: its money is earmarked in memory meanwhile. A keyed request is stored
         // first (below), so that a retry while the upstream works finds it; so is every task where money is
         // decided in the database.
-        let earmark = state.store.earmark(caller.account(), hold).await?.map_err(|s| refusal(&admitted, s))?;
+        let earmark = match state.store.earmark_now(caller.account(), hold) {
+            Some(decided) => decided,
+            None => state.store.earmark(caller.account(), hold).await?,
+        };
+        let earmark = earmark.map_err(|s| refusal(&admitted, s))?;
         (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
         task.billing = Some(billing);
         ScopeGuard::into_inner(slot);

@@ -69,6 +69,8 @@ pub trait Storage: Send + Sync {
     async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError>;
     /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
     async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError>;
+    /// [`Storage::key`], if its record is cached: without a store call.
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>>;
     /// Whether this store counts each key's requests across the processes sharing it
     /// ([`Storage::admit_request`]); if not, the caller counts them in memory.
     fn counts_requests(&self) -> bool;
@@ -115,6 +117,8 @@ pub trait Storage: Send + Sync {
     /// Earmarks `hold` from the account's funds in memory; resolves to the earmark, or to why the account
     /// cannot fund it.
     async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError>;
+    /// [`Storage::earmark`] when it can be decided at once (the account's funds are known in memory).
+    fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>>;
     /// Stores a task that has ended with its settlement, charged from `earmark`, in one durable write.
     async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError>;
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;

@@ -196,7 +196,6 @@ mod tests {
     use crate::billing::books::{EntryKind, Posting, Pot, Shortfall};
     use crate::store::UsageFilter;
     use serde::{Serialize, de::DeserializeOwned};
-    use std::future::IntoFuture;
 
     /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
     fn crash_image(live: &Path, files: &[&str]) -> tempfile::TempDir {
@@ -336,7 +335,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let add = |task: TaskRecord| {
-            runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+            runtime.block_on(store.add_task(task, None, None, Commit::Durable)).unwrap();
         };
         let task = |id: &str, account: &str, finished_ms: i64| {
             let mut task = settled_task();
@@ -367,15 +366,14 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut task = settled_task();
         (task.status, task.billing) = (TaskStatus::Running, None);
-        let Inserted::Stored(stored) =
-            runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap()
+        let Inserted::Stored(stored) = runtime.block_on(store.add_task(task, None, None, Commit::Durable)).unwrap()
         else {
             panic!("not stored")
         };
         let running = [TaskStatus::Running];
         let change = |task: TaskRef, status| {
             let pending = store.change_task(task, &running, Commit::Durable, move |t| t.status = status);
-            runtime.block_on(pending.into_future()).unwrap()
+            runtime.block_on(pending).unwrap()
         };
         let changed = change(stored.clone().into(), TaskStatus::Success).unwrap();
         assert_eq!(changed.status, TaskStatus::Success);
@@ -451,7 +449,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let run = |pending: Pending<Inserted>| runtime.block_on(pending.into_future()).unwrap();
+        let run = |pending: Pending<Inserted>| runtime.block_on(pending).unwrap();
         let earmark = |amount| {
             let hold = Hold { amount, trial_only: false };
             runtime.block_on(store.earmark("acme", hold)).unwrap()
@@ -488,7 +486,7 @@ mod tests {
         ended.account = "acme".into();
         let billing = ended.billing.as_mut().unwrap();
         (billing.hold, billing.earmarked, billing.settlement) = (first.split().to_vec(), true, None);
-        let ended = runtime.block_on(store.add_ended(ended, first).into_future()).unwrap();
+        let ended = runtime.block_on(store.add_ended(ended, first)).unwrap();
         assert_eq!(ended.billing.as_ref().unwrap().settlement.as_ref().unwrap().charged, 40_000);
         assert_eq!((balance(&store), store.earmarked("acme").balance), (30_000, 0));
         let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.seq, e.kind, e.delta)).collect();
@@ -531,7 +529,7 @@ mod tests {
         let mut task = settled_task();
         task.account = "acme".into();
         task.billing.as_mut().unwrap().settlement.as_mut().unwrap().ledger_seq = Some(3);
-        runtime.block_on(store.add_task(task, None, None, Commit::Durable).into_future()).unwrap();
+        runtime.block_on(store.add_task(task, None, None, Commit::Durable)).unwrap();
         let problems = store.verify_ledger().unwrap().problems;
         assert!(problems.iter().any(|p| p == "entry 3 numbered twice"), "{problems:?}");
     }
@@ -555,11 +553,9 @@ mod tests {
             let deferred = format!("deferred-{i}");
             runtime
                 .block_on(
-                    store
-                        .queue(Commit::Deferred, move |tx| {
-                            tx.open_table(MODEL_SWITCHES)?.insert(deferred.as_str(), false)
-                        })
-                        .into_future(),
+                    store.queue(Commit::Deferred, move |tx| {
+                        tx.open_table(MODEL_SWITCHES)?.insert(deferred.as_str(), false)
+                    }),
                 )
                 .unwrap();
             // The checkpoint due after the deferred write's batch froze it unlogged; the durable write logs

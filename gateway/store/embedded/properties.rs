@@ -10,7 +10,6 @@ use super::{Commit, Inserted, Store, TaskRecord, TaskStatus, wal};
 use crate::billing::books::{EntryKind, Posting, Pot};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::future::IntoFuture;
 use std::path::Path;
 
 /// The model priced per image; its quote is `PRICE * n`.
@@ -108,7 +107,7 @@ fn run(ops: Vec<Op>) {
             Op::Held(n) => {
                 let hold = Hold { amount: quote(n), trial_only: false };
                 let added = store.add_task(task(&id, n, quote(n)), None, Some(hold), Commit::Durable);
-                if let Ok(Inserted::Stored(_)) = runtime.block_on(added.into_future()) {
+                if let Ok(Inserted::Stored(_)) = runtime.block_on(added) {
                     seen.tasks.insert(id.clone(), TaskStatus::Queued);
                     seen.held.push(id);
                 }
@@ -121,7 +120,7 @@ fn run(ops: Vec<Op>) {
                     (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
                 }
                 ended(Some(delivered))(&mut record);
-                if runtime.block_on(store.add_ended(record, earmark).into_future()).is_ok() {
+                if runtime.block_on(store.add_ended(record, earmark)).is_ok() {
                     seen.tasks.insert(id, TaskStatus::Success);
                 }
             }
@@ -129,7 +128,7 @@ fn run(ops: Vec<Op>) {
                 let Some(id) = seen.held.get(index % seen.held.len().max(1)).cloned() else { continue };
                 let live = [TaskStatus::Queued, TaskStatus::Running];
                 let changed = store.change_task(id.as_str(), &live, Commit::Durable, ended(delivered));
-                if let Ok(Some(task)) = runtime.block_on(changed.into_future()) {
+                if let Ok(Some(task)) = runtime.block_on(changed) {
                     let before = seen.tasks.insert(id.clone(), task.status);
                     assert_eq!(before, Some(TaskStatus::Queued), "{id} ended twice");
                 }

@@ -54,6 +54,10 @@ impl Storage for Store {
         Ok(true)
     }
 
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        self.key_cache.get(hash).1
+    }
+
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
         Store::keys_of(self, account)
     }
@@ -107,6 +111,10 @@ impl Storage for Store {
 
     async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
         Store::earmark(self, account, hold).await
+    }
+
+    fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
+        Store::earmark_now(self, account, hold)
     }
 
     async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError> {

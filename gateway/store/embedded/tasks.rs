@@ -82,6 +82,14 @@ impl Store {
         .await
     }
 
+    /// [`Store::earmark`] when the account's funds are known (no write needed), with the writer running.
+    pub fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
+        if !self.writer.running() {
+            return None;
+        }
+        self.earmarks.try_earmark(account, hold)
+    }
+
     /// Stores a task that has ended, with its settlement (the charge of what it used from `earmark`), in one
     /// durable write. The earmark is released with it, or when the write does not happen.
     pub fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Pending<TaskRecord> {

@@ -28,7 +28,7 @@ use super::tx::Tx;
 use super::wal::{Record, Wal};
 use super::{Commit, StoreError};
 use redb::Database;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -114,15 +114,21 @@ impl Job for Close {
     }
 }
 
-/// A queued write's outcome, to `.await`.
-pub struct Pending<T>(Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>);
+/// A queued write's outcome, to `.await` (a future of its own: awaiting it allocates nothing).
+pub struct Pending<T>(Option<Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>>);
 
-impl<T: Send + 'static> IntoFuture for Pending<T> {
+impl<T> Future for Pending<T> {
     type Output = Result<T, StoreError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move { self.0?.await.map_err(|_| dropped())? })
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        match self.0.as_mut() {
+            Some(Ok(reply)) => Pin::new(reply).poll(cx).map(|answer| answer.map_err(|_| dropped())?),
+            Some(Err(_)) => match self.0.take() {
+                Some(Err(refused)) => std::task::Poll::Ready(Err(refused)),
+                _ => std::task::Poll::Ready(Err(dropped())),
+            },
+            None => std::task::Poll::Ready(Err(dropped())),
+        }
     }
 }
 
@@ -255,7 +261,7 @@ impl Writer {
     {
         let (reply, answer) = oneshot::channel();
         let job = TypedJob { commit, op: Some(op), result: None, reply: Reply::Async(reply) };
-        Pending(self.enqueue(Box::new(job)).map(|()| answer))
+        Pending(Some(self.enqueue(Box::new(job)).map(|()| answer)))
     }
 
     /// Runs `op` in the next batch, blocking the calling thread until it is durable. Not for async workers.

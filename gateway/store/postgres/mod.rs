@@ -250,6 +250,10 @@ impl Storage for Store {
         Ok(record)
     }
 
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        self.keys.get(hash).1
+    }
+
     fn counts_requests(&self) -> bool {
         true
     }
@@ -340,6 +344,10 @@ impl Storage for Store {
 
     async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
         Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    fn earmark_now(&self, _: &str, _: Hold) -> Option<Result<Earmark, Shortfall>> {
+        None
     }
 
     async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
