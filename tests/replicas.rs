@@ -371,3 +371,61 @@ fn one_replica_sees_at_once_what_another_did() {
     assert_eq!(one.admin(&format!("/accounts/acme/keys/{prefix}/revoke"), Some(&json!({}))).status, 200);
     within_a_second(&|| other.get_as(&key, "/v1/models").status == 401);
 }
+
+/// A replica whose lease on a task ran out, and was taken over by another, can no longer write what it
+/// polled of the task; the replica that took it over can, and so can a client's change on any replica.
+#[test]
+fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
+    use mediagate::store::postgres::{Options, Store};
+    use mediagate::store::{Commit, Inserted, Storage, TaskRecord, TaskRef, TaskStatus};
+    let cluster = Cluster::start();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let connect = || {
+        let options =
+            Options { url: cluster.url("postgres"), pool_size: 2, ca_file: None, max_in_flight_per_account: 10 };
+        runtime.block_on(Store::connect(options)).unwrap()
+    };
+    let (stalled, other) = (connect(), connect());
+    runtime.block_on(stalled.ensure_account("acme")).unwrap();
+    let now = common::now_ms();
+    let task = TaskRecord {
+        task_id: "task-fenced".into(),
+        request_id: "vid-1".into(),
+        account: "acme".into(),
+        key_prefix: "mg-test".into(),
+        model: "alpha2.6-t2v_t2v".into(),
+        operation: "t2v".into(),
+        media: mediagate::catalog::Media::Video,
+        status: TaskStatus::Queued,
+        created_at: String::new(),
+        created_ms: now,
+        updated_ms: now,
+        finished_ms: None,
+        upstream_task_id: Some("up-1".into()),
+        next_poll_ms: now,
+        deadline_ms: now + 60_000,
+        results: Vec::new(),
+        usage: None,
+        error: None,
+        billing: None,
+    };
+    let added = runtime.block_on(stalled.add_task(task, None, None, Commit::Durable)).unwrap();
+    assert!(matches!(added, Inserted::Stored(_)));
+    assert!(runtime.block_on(other.claim()).unwrap().is_empty(), "a live lease is not taken over");
+
+    // The submitting replica stalls past its lease; the other takes the task over.
+    common::postgres::sql(&cluster.url("postgres"), "UPDATE tasks SET lease_until_ms = 0", false);
+    let claimed = runtime.block_on(other.claim()).unwrap();
+    assert_eq!(claimed.iter().map(|t| t.task_id.as_str()).collect::<Vec<_>>(), ["task-fenced"]);
+    let running = |t: &mut TaskRecord| t.status = TaskStatus::Running;
+    let polled = || TaskRef::Polled("task-fenced".into());
+    let live = [TaskStatus::Queued, TaskStatus::Running];
+    let by_stalled = runtime.block_on(stalled.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+    assert!(by_stalled.unwrap().is_none(), "the replica that lost the lease wrote the task");
+    let by_other = runtime.block_on(other.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+    assert_eq!(by_other.unwrap().map(|t| t.status), Some(TaskStatus::Running));
+    let cancel = |t: &mut TaskRecord| t.status = TaskStatus::Cancelled;
+    let by_client =
+        runtime.block_on(stalled.change_task("task-fenced".into(), &live, Commit::Durable, Box::new(cancel)));
+    assert_eq!(by_client.unwrap().map(|t| t.status), Some(TaskStatus::Cancelled));
+}

@@ -111,9 +111,21 @@ pub struct StoredTask {
 #[derive(Debug)]
 pub enum TaskRef {
     Id(String),
+    /// A task this process polls: changed only while this process holds its lease (where processes share
+    /// the store, one whose lease ran out has had the task taken over, and may not write it).
+    Polled(String),
     /// The task as the caller last had it from the store: while the stored bytes are still the same (a
     /// compare), they are neither decoded nor the record encoded again.
     AsStored(Box<StoredTask>),
+}
+
+impl TaskRef {
+    pub fn task_id(&self) -> &str {
+        match self {
+            TaskRef::Id(id) | TaskRef::Polled(id) => id,
+            TaskRef::AsStored(stored) => &stored.record.task_id,
+        }
+    }
 }
 
 impl From<&str> for TaskRef {

@@ -143,6 +143,13 @@ pub enum OpenTask {
     Unwritten(Box<TaskRecord>, Earmark),
 }
 
+impl OpenTask {
+    /// A task this process polls, changed only while it holds the task's lease.
+    pub fn polled(task_id: &str) -> OpenTask {
+        OpenTask::Stored(TaskRef::Polled(task_id.to_string()))
+    }
+}
+
 impl From<&str> for OpenTask {
     fn from(task_id: &str) -> OpenTask {
         OpenTask::Stored(task_id.into())
@@ -212,10 +219,7 @@ pub async fn finish(
     let finished = match task.into() {
         OpenTask::Stored(task) => {
             let live = [TaskStatus::Queued, TaskStatus::Running];
-            let task_id = match &task {
-                TaskRef::Id(id) => id.clone(),
-                TaskRef::AsStored(stored) => stored.record.task_id.clone(),
-            };
+            let task_id = task.task_id().to_string();
             let changed = state
                 .store
                 .change_task(task, &live, Commit::Durable, Box::new(end))

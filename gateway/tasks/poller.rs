@@ -15,12 +15,12 @@ use super::keys::KeyRing;
 use super::results::{Observed, observe, status_of};
 use super::sweep::{self, Due, Plan};
 use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker, UpstreamCreated};
-use super::{fail, finish};
+use super::{OpenTask, fail, finish};
 use crate::catalog::{Media, ModelSpec};
 use crate::clock::now_ms;
 use crate::config::PollerConfig;
 use crate::state::AppState;
-use crate::store::{Commit, StoreError, TaskError, TaskRecord, TaskStatus};
+use crate::store::{Commit, StoreError, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, ListRequest, ListedStatus, ListedTask};
 use actix_web::web;
@@ -685,7 +685,7 @@ async fn query_task(
 async fn time_out(state: &AppState, task_id: &str) -> Outcome {
     let error =
         TaskError { code: "timeout".into(), message: "The task did not finish before its model's deadline.".into() };
-    let written = finish(state, task_id, TaskStatus::Timeout, move |t| t.error = Some(error)).await;
+    let written = finish(state, OpenTask::polled(task_id), TaskStatus::Timeout, move |t| t.error = Some(error)).await;
     ended(task_id, written.map(|_| ()))
 }
 
@@ -703,16 +703,18 @@ async fn settle(state: &AppState, task_id: &str, observed: Observed) -> Outcome 
         Observed::Pending => return Outcome::Live { running: false },
         Observed::Running => return Outcome::Live { running: true },
         Observed::Succeeded { results, usage } => {
-            finish(state, task_id, status, move |t| {
+            finish(state, OpenTask::polled(task_id), status, move |t| {
                 t.results = results;
                 t.usage = usage;
             })
             .await
         }
-        Observed::Failed(error) => finish(state, task_id, status, move |t| t.error = Some(error)).await,
+        Observed::Failed(error) => {
+            finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await
+        }
         Observed::Cancelled => {
             let error = TaskError { code: "cancelled".into(), message: "The upstream cancelled the task.".into() };
-            finish(state, task_id, status, move |t| t.error = Some(error)).await
+            finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await
         }
     };
     ended(task_id, finished.map(|_| ()))
@@ -775,7 +777,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             Report::Checked { outcome: time_out(&state, &task).await, ticket, slot }
         }
         StoreJob::Fail { slot, task, ticket, code, message } => {
-            let written = fail(&state, &*task, code, message).await;
+            let written = fail(&state, OpenTask::polled(&task), code, message).await;
             Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
         }
         StoreJob::MarkRunning { slot, task, next_poll_ms } => {
@@ -783,7 +785,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
             let written = state
                 .store
                 .change_task(
-                    (*task).into(),
+                    TaskRef::Polled(task.to_string()),
                     &[TaskStatus::Queued],
                     Commit::Durable,
                     Box::new(move |t| {

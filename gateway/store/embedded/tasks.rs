@@ -131,7 +131,7 @@ impl Store {
         let (task, expected, earmarks) = (task.into(), expected.to_vec(), self.earmarks.clone());
         self.queue(commit, move |tx: &Tx| {
             let (task_id, known) = match task {
-                TaskRef::Id(id) => (id, None),
+                TaskRef::Id(id) | TaskRef::Polled(id) => (id, None),
                 TaskRef::AsStored(task) => (task.record.task_id.clone(), Some(task)),
             };
             let mut tasks = tx.open_table(TASKS)?;

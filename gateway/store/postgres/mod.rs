@@ -366,12 +366,13 @@ impl Storage for Store {
         _: Commit,
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError> {
-        let task_id = match task {
-            TaskRef::Id(id) => id,
-            TaskRef::AsStored(stored) => stored.record.task_id,
-        };
+        let fence = matches!(task, TaskRef::Polled(_)).then(|| self.replica.id.clone());
+        let task_id = task.task_id().to_string();
         let expected = expected.to_vec();
-        self.with(move |mut client| async move { tasks::change(&mut client, &task_id, &expected, change).await }).await
+        self.with(move |mut client| async move {
+            tasks::change(&mut client, &task_id, &expected, fence.as_deref(), change).await
+        })
+        .await
     }
 
     async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {

@@ -119,20 +119,28 @@ pub(super) async fn get(client: &Object, task_id: &str) -> Result<Option<TaskRec
     row.map(|row| decode(row.get(0))).transpose()
 }
 
-/// Applies `change` if the task is still in one of `expected`: the row is locked, its status compared, and a
-/// change to a terminal state settles the task's money in the same transaction.
+/// Applies `change` if the task is still in one of `expected` and, with a `fence`, still leased to that
+/// replica (a lease that ran out stays its holder's until another replica claims the task): the row is
+/// locked, its status (and lease holder) compared, and a change to a terminal state settles the task's money
+/// in the same transaction.
 pub(super) async fn change(
     client: &mut Object,
     task_id: &str,
     expected: &[TaskStatus],
+    fence: Option<&str>,
     change: TaskChange,
 ) -> Result<Option<TaskRecord>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    let statement =
-        tx.prepare_cached("SELECT record FROM tasks WHERE task_id = $1 FOR UPDATE").await.map_err(db_error)?;
-    let Some(row) = tx.query_opt(&statement, &[&task_id]).await.map_err(db_error)? else { return Ok(None) };
+    let statement = tx
+        .prepare_cached("SELECT record, lease_owner IS NOT DISTINCT FROM $2 FROM tasks WHERE task_id = $1 FOR UPDATE")
+        .await
+        .map_err(db_error)?;
+    let Some(row) = tx.query_opt(&statement, &[&task_id, &fence]).await.map_err(db_error)? else {
+        return Ok(None);
+    };
     let mut task: TaskRecord = decode(row.get(0))?;
-    if !expected.contains(&task.status) {
+    let leased: bool = row.get(1);
+    if !expected.contains(&task.status) || (fence.is_some() && !leased) {
         return Ok(None);
     }
     change(&mut task);
