@@ -64,7 +64,8 @@ pub async fn run(
     if !state.store.writable() {
         return Err(std::io::Error::other("stopped: the store could not make writes durable (is the disk full?)"));
     }
-    // The process may exit before every handle to the store is dropped: leave a file that opens fast.
+    // The process may exit before every handle to the store is dropped: close it now (the embedded store
+    // leaves a file that opens fast; a replica gives up its leases, for the others to claim at once).
     if let Err(e) = state.store.close().await {
         tracing::error!(error = %e, "could not close the store");
     }
