@@ -126,8 +126,8 @@ fn script(ended: bool) -> String {
          SELECT free_trial, plan, balance FROM funds WHERE account = 'pgbench' FOR UPDATE;\n\
          INSERT INTO ledger (account, kind, pot, delta, task_id, at_ms, note) VALUES ('pgbench', 'hold', 'balance', -1000, {id}, 0, 'm');\n\
          UPDATE funds SET free_trial = 0, plan = 0, balance = balance - 1000 WHERE account = 'pgbench';\n\
-         INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, record, lease_owner, submitted_by, lease_until_ms) \
-         VALUES ({id}, 'pgbench', 'queued', 0, NULL, NULL, 0, {record}, 'r', 'r', 0);\n\
+         INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, record, lease_owner, submitted_by) \
+         VALUES ({id}, 'pgbench', 'queued', 0, NULL, NULL, 0, {record}, 'r', 'r');\n\
          COMMIT;\n\
          BEGIN;\n\
          SELECT record FROM tasks WHERE task_id = {id} FOR UPDATE;\n"

@@ -73,7 +73,7 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
         let ended = task.status.is_terminal().then(|| task.ended_ms());
         tx.execute(
             "INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, record, \
-             lease_until_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0)",
+             lease_owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
             &[&task.task_id, &task.account, &task.status.as_str(), &task.created_ms, &ended, &task.upstream_task_id, &task.next_poll_ms, &encode(task)?],
         )
         .await

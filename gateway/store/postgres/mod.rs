@@ -126,6 +126,9 @@ impl Store {
             let keys = Arc::new(KeyCache::with_max_age(changes::REREAD_EVERY));
             let changes = changes::Changes::listen(config, tls, keys.clone());
             let replica = replicas::Replica::new();
+            let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+            replica.join(&client).await?;
+            drop(client);
             replica.start_beating(pool.clone());
             let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
             Ok(Store { pool, max_in_flight, replica, keys, rates: Arc::default(), changes })

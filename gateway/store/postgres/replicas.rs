@@ -1,7 +1,9 @@
 //! The replicas sharing the database. Each has an id of its own for as long as it runs and is seen every
-//! [`BEAT`]: the beat renews the leases on the tasks it polls, and counts the replicas seen lately, which
+//! [`BEAT`]: the beat renews at once the leases on every task it polls (a task names its replica, and its
+//! lease lasts while that replica beats: no write per task), and counts the replicas seen lately, which
 //! share the upstream keys' query limits. A replica that stops beating loses its leases after [`LEASE_MS`],
-//! and the others take its tasks over ([`claim`]); one that stops cleanly gives them up at once.
+//! and the others take its tasks over ([`claim`]); one that stops cleanly gives them up at once. A replica
+//! stays listed until none of its tasks is left to take over.
 //!
 //! A new replica does not query the upstream until [`JOIN_WAIT`] after its first beat: by then every other
 //! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that leaves is
@@ -16,10 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// How often a replica is seen (and renews its leases).
+/// How often a replica is seen (which renews its leases).
 pub(super) const BEAT: Duration = Duration::from_secs(1);
-/// How long a lease on a task lasts unrenewed: a dead replica's tasks are taken over within it.
-pub(crate) const LEASE_MS: i64 = 10_000;
+/// How long a replica's leases last unrenewed: a dead replica's tasks are taken over within it.
+const LEASE_MS: i64 = 10_000;
 /// A replica not seen for this long no longer counts.
 const GONE_AFTER_MS: i64 = 3_000;
 /// How long after its first beat a replica starts querying the upstream.
@@ -71,10 +73,12 @@ impl Replica {
         });
     }
 
-    /// Marks this replica seen, renews its leases, and counts the replicas seen lately.
-    async fn beat(&self, pool: &Pool) -> Result<u32, StoreError> {
-        let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
-        let now = crate::clock::now_ms();
+    /// Lists this replica before it takes any task, so that its leases are known to the others.
+    pub(super) async fn join(&self, client: &Object) -> Result<(), StoreError> {
+        self.seen(client, crate::clock::now_ms()).await
+    }
+
+    async fn seen(&self, client: &Object, now: i64) -> Result<(), StoreError> {
         client
             .execute(
                 "INSERT INTO replicas (id, seen_ms) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_ms = $2",
@@ -82,19 +86,25 @@ impl Replica {
             )
             .await
             .map_err(db_error)?;
-        client
-            .execute(
-                "UPDATE tasks SET lease_until_ms = $2 WHERE lease_owner = $1 AND status IN ('queued', 'running')",
-                &[&&*self.id, &(now + LEASE_MS)],
-            )
-            .await
-            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// Marks this replica seen (its leases renewed), and counts the replicas seen lately.
+    async fn beat(&self, pool: &Pool) -> Result<u32, StoreError> {
+        let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+        let now = crate::clock::now_ms();
+        self.seen(&client, now).await?;
         let row = client
             .query_one("SELECT count(*) FROM replicas WHERE seen_ms >= $1", &[&(now - GONE_AFTER_MS)])
             .await
             .map_err(db_error)?;
+        // Replicas long gone, once none of their tasks is left to take over.
         client
-            .execute("DELETE FROM replicas WHERE seen_ms < $1", &[&(now - 10 * GONE_AFTER_MS)])
+            .execute(
+                "DELETE FROM replicas WHERE seen_ms < $1 AND NOT EXISTS (SELECT 1 FROM tasks \
+                 WHERE lease_owner = replicas.id AND status IN ('queued', 'running'))",
+                &[&(now - 10 * GONE_AFTER_MS)],
+            )
             .await
             .map_err(db_error)?;
         // Request counts of seconds long past (any replica may delete them).
@@ -105,7 +115,7 @@ impl Replica {
     /// Leaves: gives up every lease (the others take the tasks over at once) and is no longer counted.
     pub(super) async fn leave(&self, client: &Object) -> Result<(), StoreError> {
         client
-            .execute("UPDATE tasks SET lease_owner = NULL, lease_until_ms = 0 WHERE lease_owner = $1", &[&&*self.id])
+            .execute("UPDATE tasks SET lease_owner = NULL WHERE lease_owner = $1", &[&&*self.id])
             .await
             .map_err(db_error)?;
         client.execute("DELETE FROM replicas WHERE id = $1", &[&&*self.id]).await.map_err(db_error)?;
@@ -113,15 +123,18 @@ impl Replica {
     }
 }
 
-/// Leases to `replica` the live tasks whose lease ran out (or that never had one), oldest due first.
+/// Leases to `replica` the live tasks whose lease ran out (their replica stopped beating) or that never had
+/// one, oldest due first. Only those are looked at (`tasks_by_lease`): the tasks of live replicas cost the
+/// claim nothing.
 pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskRecord>, StoreError> {
     let now = crate::clock::now_ms();
     let rows = client
         .query(
-            "UPDATE tasks SET lease_owner = $1, lease_until_ms = $3 WHERE task_id IN (SELECT task_id FROM tasks \
-             WHERE status IN ('queued', 'running') AND lease_until_ms < $2 ORDER BY next_poll_ms LIMIT $4 \
-             FOR UPDATE SKIP LOCKED) RETURNING record",
-            &[&replica, &now, &(now + LEASE_MS), &CLAIM_AT_MOST],
+            "UPDATE tasks SET lease_owner = $1 WHERE task_id IN (SELECT task_id FROM tasks \
+             WHERE status IN ('queued', 'running') AND (lease_owner IS NULL \
+             OR lease_owner IN (SELECT id FROM replicas WHERE seen_ms < $2)) \
+             ORDER BY next_poll_ms LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING record",
+            &[&replica, &(now - LEASE_MS), &CLAIM_AT_MOST],
         )
         .await
         .map_err(db_error)?;
@@ -133,9 +146,10 @@ pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskReco
 pub(super) async fn abandoned(client: &Object, task_id: &str, replica: &str) -> Result<bool, StoreError> {
     let row = client
         .query_opt(
-            "SELECT submitted_by IS DISTINCT FROM $2 \
-             AND (lease_owner IS DISTINCT FROM submitted_by OR lease_until_ms < $3) FROM tasks WHERE task_id = $1",
-            &[&task_id, &replica, &crate::clock::now_ms()],
+            "SELECT submitted_by IS DISTINCT FROM $2 AND (lease_owner IS DISTINCT FROM submitted_by \
+             OR NOT EXISTS (SELECT 1 FROM replicas WHERE id = lease_owner AND seen_ms >= $3)) \
+             FROM tasks WHERE task_id = $1",
+            &[&task_id, &replica, &(crate::clock::now_ms() - LEASE_MS)],
         )
         .await
         .map_err(db_error)?;

@@ -16,7 +16,7 @@ async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -
     let query = match new_for {
         Some(_) => {
             "INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, \
-             record, lease_owner, submitted_by, lease_until_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10)"
+             record, lease_owner, submitted_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)"
         }
         None => {
             "UPDATE tasks SET account = $2, status = $3, created_ms = $4, ended_ms = $5, upstream_task_id = $6, \
@@ -26,7 +26,6 @@ async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -
     let statement = tx.prepare_cached(query).await.map_err(db_error)?;
     let ended = task.status.is_terminal().then(|| task.ended_ms());
     let (status, record) = (task.status.as_str(), encode(task)?);
-    let lease_until = crate::clock::now_ms() + super::replicas::LEASE_MS;
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
         &task.task_id,
         &task.account,
@@ -38,7 +37,7 @@ async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -
         &record,
     ];
     if let Some(replica) = &new_for {
-        params.extend([replica as &(dyn tokio_postgres::types::ToSql + Sync), &lease_until]);
+        params.push(replica);
     }
     tx.execute(&statement, &params).await.map_err(db_error)?;
     Ok(())

@@ -45,9 +45,8 @@ CREATE TABLE tasks (
     created_ms        bigint NOT NULL,
     ended_ms          bigint,
     upstream_task_id  text,
-    -- The replica polling the task, and until when (epoch ms): see the poller.
+    -- The replica polling the task: its lease lasts while that replica beats (see `replicas`).
     lease_owner       text,
-    lease_until_ms    bigint NOT NULL DEFAULT 0,
     next_poll_ms      bigint NOT NULL,
     record            bytea NOT NULL
 );

@@ -1,5 +1,6 @@
 -- The replicas serving from this database, each seen every second while it runs: how many share the
--- upstream keys' query limits, and whose task leases are still good.
+-- upstream keys' query limits, and whose task leases are still good. A replica that stopped beating stays
+-- listed until its tasks are taken over.
 CREATE TABLE replicas (
     id       text PRIMARY KEY,
     seen_ms  bigint NOT NULL
