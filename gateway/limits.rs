@@ -8,6 +8,9 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 
 pub struct Limits {
+    /// Whether they are kept here; else the store keeps them, across every process sharing it, and these
+    /// let everything through.
+    local: bool,
     max_in_flight: usize,
     in_flight: Mutex<HashMap<String, usize>>,
     /// By key hash.
@@ -15,9 +18,10 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(config: &crate::config::LimitsConfig) -> Limits {
+    pub fn new(config: &crate::config::LimitsConfig, local: bool) -> Limits {
         let rate = NonZeroU32::new(config.requests_per_second_per_key).unwrap_or(NonZeroU32::MIN);
         Limits {
+            local,
             max_in_flight: config.max_in_flight_per_account,
             in_flight: Mutex::new(HashMap::new()),
             rate: RateLimiter::keyed(Quota::per_second(rate)),
@@ -26,6 +30,9 @@ impl Limits {
 
     /// Counts the in-flight tasks found at start-up.
     pub fn restore(&self, accounts: impl IntoIterator<Item = String>) {
+        if !self.local {
+            return;
+        }
         let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         for account in accounts {
             *counts.entry(account).or_default() += 1;
@@ -34,11 +41,17 @@ impl Limits {
 
     /// One request by the key with this hash.
     pub fn request(&self, key_hash: [u8; 32]) -> Result<(), ApiError> {
+        if !self.local {
+            return Ok(());
+        }
         self.rate.check_key(&key_hash).map_err(|_| rate_limited())
     }
 
     /// Reserves an in-flight slot for `account`; release it with [`Limits::release`].
     pub fn reserve(&self, account: &str) -> Result<(), ApiError> {
+        if !self.local {
+            return Ok(());
+        }
         let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         // The account's name is copied only the first time it is counted.
         let count = match counts.get_mut(account) {
@@ -54,6 +67,9 @@ impl Limits {
 
     /// Gives back a slot [`Limits::reserve`] reserved.
     pub fn release(&self, account: &str) {
+        if !self.local {
+            return;
+        }
         let mut counts = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = counts.get_mut(account) {
             *count = count.saturating_sub(1);

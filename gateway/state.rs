@@ -26,12 +26,13 @@ pub struct AppState {
 impl AppState {
     pub async fn new(config: Arc<Config>, store: Arc<dyn Storage>, upstreams: Upstreams) -> Result<AppState, String> {
         let switches = store.model_switches().await.map_err(|e| e.to_string())?;
-        // Read once: the in-flight slots, the gauge and the poller all start from it.
-        let in_flight = store.in_flight().await.map_err(|e| e.to_string())?;
-        let limits = Limits::new(&config.limits);
-        limits.restore(in_flight.iter().map(|t| t.account.clone()));
-        crate::metrics::set_in_flight(in_flight.len() as i64);
-        let poller = Poller::new(store.claim().await.map_err(|e| e.to_string())?);
+        // Read once: the tasks this process polls from now on (every live one, on a store it owns alone,
+        // which its in-flight slots start from too; a store shared by replicas keeps the limits itself).
+        let claimed = store.claim().await.map_err(|e| e.to_string())?;
+        let limits = Limits::new(&config.limits, !store.keeps_limits());
+        limits.restore(claimed.iter().map(|t| t.account.clone()));
+        crate::metrics::set_in_flight(claimed.len() as i64);
+        let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
         let started_ms = crate::clock::now_ms();
         Ok(AppState {

@@ -51,7 +51,7 @@ impl FromRequest for Caller {
             Ok(presented) => presented,
             Err(refused) => return Either::Left(ready(Err(refused))),
         };
-        if !state.store.counts_requests()
+        if !state.store.keeps_limits()
             && let Some(record) = state.store.cached_key(&hash)
         {
             return Either::Left(ready(admit(state, hash, Some(record))));
@@ -59,7 +59,7 @@ impl FromRequest for Caller {
         let state = state.clone();
         Either::Right(Box::pin(async move {
             let record = state.store.key(&hash).await?;
-            if state.store.counts_requests() && record.as_ref().is_some_and(|r| !r.revoked) {
+            if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
                 let per_second = state.config.limits.requests_per_second_per_key;
                 if !state.store.admit_request(&hash, per_second).await? {
                     return Err(crate::limits::rate_limited());
@@ -86,9 +86,7 @@ fn presented(req: &HttpRequest) -> Result<(&web::Data<AppState>, [u8; 32]), ApiE
 fn admit(state: &AppState, hash: [u8; 32], record: Option<Arc<KeyRecord>>) -> Result<Caller, ApiError> {
     match record {
         Some(record) if !record.revoked => {
-            if !state.store.counts_requests() {
-                state.limits.request(hash)?;
-            }
+            state.limits.request(hash)?;
             Ok(Caller { key: record })
         }
         _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),

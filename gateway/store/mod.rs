@@ -71,9 +71,10 @@ pub trait Storage: Send + Sync {
     async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError>;
     /// [`Storage::key`], if its record is cached: without a store call.
     fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>>;
-    /// Whether this store counts each key's requests across the processes sharing it
-    /// ([`Storage::admit_request`]); if not, the caller counts them in memory.
-    fn counts_requests(&self) -> bool;
+    /// Whether this store keeps the limits across the processes sharing it: each key's requests
+    /// ([`Storage::admit_request`]) and each account's unfinished tasks ([`Inserted::TooManyTasks`]); if not,
+    /// the caller keeps them in memory.
+    fn keeps_limits(&self) -> bool;
     /// Counts one request of the key with this hash against `per_second`: false when the key has had its
     /// requests for this second.
     async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError>;
@@ -132,8 +133,6 @@ pub trait Storage: Send + Sync {
         commit: Commit,
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError>;
-    /// Every task that has not reached a terminal state.
-    async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError>;
     /// Live tasks no process polls (the first call: those of the processes before; later, those whose
     /// poller's lease ran out), leased to this process to poll from now on.
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;

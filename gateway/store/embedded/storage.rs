@@ -46,7 +46,7 @@ impl Storage for Store {
         Store::key(self, hash)
     }
 
-    fn counts_requests(&self) -> bool {
+    fn keeps_limits(&self) -> bool {
         false
     }
 
@@ -133,10 +133,6 @@ impl Storage for Store {
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError> {
         Store::change_task(self, task, expected, commit, change).await
-    }
-
-    async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        Store::in_flight(self)
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {

@@ -257,7 +257,7 @@ impl Storage for Store {
         self.keys.get(hash).1
     }
 
-    fn counts_requests(&self) -> bool {
+    fn keeps_limits(&self) -> bool {
         true
     }
 
@@ -376,10 +376,6 @@ impl Storage for Store {
             tasks::change(&mut client, &task_id, &expected, fence.as_deref(), change).await
         })
         .await
-    }
-
-    async fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        self.with(|client| async move { tasks::in_flight(&client).await }).await
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {

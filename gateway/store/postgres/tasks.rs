@@ -158,12 +158,6 @@ pub(super) async fn change(
     Ok(Some(task))
 }
 
-pub(super) async fn in_flight(client: &Object) -> Result<Vec<TaskRecord>, StoreError> {
-    let rows =
-        client.query("SELECT record FROM tasks WHERE status IN ('queued', 'running')", &[]).await.map_err(db_error)?;
-    rows.iter().map(|row| decode(row.get(0))).collect()
-}
-
 pub(super) async fn idempotency(client: &Object, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
     let statement =
         client.prepare_cached("SELECT body_hash, task_id FROM idempotency WHERE key = $1").await.map_err(db_error)?;
