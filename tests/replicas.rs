@@ -434,3 +434,83 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
         runtime.block_on(stalled.change_task("task-fenced".into(), &live, Commit::Durable, Box::new(cancel)));
     assert_eq!(by_client.unwrap().map(|t| t.status), Some(TaskStatus::Cancelled));
 }
+
+/// A task the upstream accepted is handed to the replica whose turn its creation time falls in: that one
+/// takes it with its next claim and may write it as its poller; the submitting one may not.
+#[test]
+fn replicas_take_turns_at_polling_by_creation_time() {
+    use mediagate::store::postgres::{Options, Store};
+    use mediagate::store::{Commit, Inserted, Storage, TaskRecord, TaskRef, TaskStatus};
+    let cluster = Cluster::start();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let connect = || {
+        let options =
+            Options { url: cluster.url("postgres"), pool_size: 2, ca_file: None, max_in_flight_per_account: 100 };
+        runtime.block_on(Store::connect(options)).unwrap()
+    };
+    let (submitter, other) = (connect(), connect());
+    runtime.block_on(submitter.ensure_account("acme")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while submitter.poll_share() != Some(2) || other.poll_share() != Some(2) {
+        assert!(Instant::now() < deadline, "the replicas never counted each other");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(runtime.block_on(submitter.claim()).unwrap().is_empty());
+    assert!(runtime.block_on(other.claim()).unwrap().is_empty());
+
+    // Six tasks, each created in a turn of its own (turns are 10 s of creation time).
+    let now = common::now_ms();
+    let mut polled_here = Vec::new();
+    for n in 0..6 {
+        let created_ms = now + n * 10_000;
+        let task = TaskRecord {
+            task_id: format!("task-{n}"),
+            request_id: format!("vid-{n}"),
+            account: "acme".into(),
+            key_prefix: "mg-test".into(),
+            model: "alpha2.6-t2v_t2v".into(),
+            operation: "t2v".into(),
+            media: mediagate::catalog::Media::Video,
+            status: TaskStatus::Queued,
+            created_at: String::new(),
+            created_ms,
+            updated_ms: created_ms,
+            finished_ms: None,
+            upstream_task_id: None,
+            next_poll_ms: created_ms,
+            deadline_ms: created_ms + 600_000,
+            results: Vec::new(),
+            usage: None,
+            error: None,
+            billing: None,
+        };
+        let added = runtime.block_on(submitter.add_task(task, None, None, Commit::Durable)).unwrap();
+        assert!(matches!(added, Inserted::Stored(_)));
+        let upstream = format!("up-{n}");
+        let change = Box::new(move |t: &mut TaskRecord| t.upstream_task_id = Some(upstream));
+        let forwarded = runtime.block_on(submitter.forwarded(format!("task-{n}").as_str().into(), change)).unwrap();
+        let forwarded = forwarded.expect("the task was written");
+        assert_eq!(forwarded.task.upstream_task_id.as_deref(), Some(format!("up-{n}").as_str()));
+        polled_here.push(forwarded.polled_here);
+    }
+    // Turns alternate between the two replicas.
+    assert!(polled_here.windows(2).all(|pair| pair[0] != pair[1]), "{polled_here:?}");
+
+    let handed: Vec<String> = (0..6).filter(|n| !polled_here[*n]).map(|n| format!("task-{n}")).collect();
+    let mut claimed: Vec<String> = runtime.block_on(other.claim()).unwrap().into_iter().map(|t| t.task_id).collect();
+    claimed.sort();
+    assert_eq!(claimed, handed);
+    assert!(runtime.block_on(other.claim()).unwrap().is_empty(), "a handed task is taken once");
+    assert!(runtime.block_on(submitter.claim()).unwrap().is_empty(), "the submitter keeps its own turns' tasks");
+
+    let running = |t: &mut TaskRecord| t.status = TaskStatus::Running;
+    let live = [TaskStatus::Queued, TaskStatus::Running];
+    for n in 0..6 {
+        let (poller, not_poller) = if polled_here[n] { (&submitter, &other) } else { (&other, &submitter) };
+        let polled = || TaskRef::Polled(format!("task-{n}"));
+        let fenced = runtime.block_on(not_poller.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+        assert!(fenced.unwrap().is_none(), "task-{n} was written by the replica not polling it");
+        let written = runtime.block_on(poller.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+        assert_eq!(written.unwrap().map(|t| t.status), Some(TaskStatus::Running), "task-{n}");
+    }
+}

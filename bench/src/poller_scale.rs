@@ -79,6 +79,10 @@ struct Figures {
     store_bytes: u64,
     cpu_seconds: f64,
     queries: u64,
+    /// The gateways' own count of list pages and task queries they sent (the simulator's `queries`
+    /// counts both).
+    lists: u64,
+    task_queries: u64,
     max_per_second: u64,
     keys_used: usize,
     lags_ms: Vec<f64>,
@@ -198,6 +202,11 @@ fn run_with(setup: Setup) -> String {
     let (finished, succeeded) = drain(&gw_addrs, ids.len() as u64);
     let drain_seconds = drain_start.elapsed().as_secs_f64();
     let cpu_seconds = (cpu() - cpu_before) / 1e6;
+    let calls = |kind: &str| {
+        let prefix = format!("mediagate_upstream_calls_total{{kind=\"{kind}\"}}");
+        gw_addrs.iter().map(|a| metric(a, &prefix)).sum::<f64>() as u64
+    };
+    let (lists, task_queries) = (calls("list"), calls("query"));
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.join();
     let stats = get_json(&sim_addr, "/_sim/query-stats", "");
@@ -220,6 +229,8 @@ fn run_with(setup: Setup) -> String {
         store_bytes: std::fs::metadata(data.join("mediagate.redb")).map_or(0, |m| m.len()),
         cpu_seconds,
         queries: stats["queries"].as_u64().unwrap_or(0),
+        lists,
+        task_queries,
         max_per_second: stats["max_per_second"].as_u64().unwrap_or(0),
         keys_used: per_key.len(),
         lags_ms,
@@ -469,6 +480,11 @@ fn render(f: &Figures) -> String {
         "| upstream queries per finished job (lists + task queries) | {per_task:.2} ({} in all) | task by task would need {} |\n",
         f.queries,
         task_by_task_queries(job_ms)
+    ));
+    out.push_str(&format!(
+        "| of which list pages / task queries, per finished job | {:.2} / {:.2} | |\n",
+        f.lists as f64 / f.finished.max(1) as f64,
+        f.task_queries as f64 / f.finished.max(1) as f64
     ));
     out.push_str(&format!(
         "| most queries one key made in one second | {} (over {} keys) | <= {LIMIT}: {} |\n",

@@ -17,8 +17,8 @@ pub use crate::billing::audit::LedgerReport;
 pub use copy::{Copied, copy};
 pub use embedded::Earmark;
 pub use records::{
-    Account, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError, TaskRecord,
-    TaskRef, TaskResult, TaskStatus, hash_key, new_key,
+    Account, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError,
+    TaskRecord, TaskRef, TaskResult, TaskStatus, hash_key, new_key,
 };
 pub use usage::{UsageFilter, UsageRecord};
 
@@ -133,8 +133,13 @@ pub trait Storage: Send + Sync {
         commit: Commit,
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError>;
-    /// Live tasks no process polls (the first call: those of the processes before; later, those whose
-    /// poller's lease ran out), leased to this process to poll from now on.
+    /// Records that the upstream accepted a queued task this process submitted (`change` sets its upstream
+    /// task id), durably, and decides which process polls it. Where processes share the store, each polls
+    /// the tasks created in its own slices of time, so that one list call over a window of creation time
+    /// reports its own tasks, not everyone's.
+    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError>;
+    /// Live tasks this process is to poll from now on: those no process polls (the first call: those of the
+    /// processes before; later, those whose poller's lease ran out), and those handed to it.
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;
     /// Whether a live task without an upstream task id was left by the process submitting it (it stopped
     /// before forwarding it). `started_ms`: when this process opened the store.

@@ -80,6 +80,15 @@ pub enum Inserted {
     TooManyTasks(usize),
 }
 
+/// A task the upstream has just accepted, as written, and whether this process polls it.
+#[derive(Debug)]
+pub struct Forwarded {
+    pub task: TaskRecord,
+    /// False when the store handed the task to another process sharing it, which polls it from its next
+    /// [`crate::store::Storage::claim`] on.
+    pub polled_here: bool,
+}
+
 /// What an `Idempotency-Key` was first used for.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct IdempotencyRecord {

@@ -88,12 +88,10 @@ pub async fn forward_async(
             };
             let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
             // Durable: it also persists the task and its hold, written deferred before the forward.
-            let updated = state
+            let forwarded = state
                 .store
-                .change_task(
+                .forwarded(
                     task.into(),
-                    &[TaskStatus::Queued],
-                    Commit::Durable,
                     Box::new(move |t| {
                         t.upstream_task_id = Some(upstream_id);
                         t.next_poll_ms = first_poll;
@@ -102,9 +100,11 @@ pub async fn forward_async(
                 )
                 .await
                 .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
-            let task = updated.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
-            state.poller.schedule(task.clone());
-            Ok(task)
+            let forwarded = forwarded.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
+            if forwarded.polled_here {
+                state.poller.schedule(forwarded.task.clone());
+            }
+            Ok(forwarded.task)
         }
         Err(error) => {
             fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;

@@ -356,7 +356,8 @@ impl Sweeper {
         for (slot, due) in self.tracker.take_due(now + self.sweep_ms()) {
             crate::metrics::poll_lag(now - due);
             let Some(task) = self.tracker.get(slot) else { continue };
-            let (region, created) = (task.model.region, task.upstream_created);
+            let (region, created, created_second) =
+                (task.model.region, task.upstream_created, task.created_ms.div_euclid(1000));
             let asked = task.upstream_id.is_some() && self.lanes.iter().any(|l| l.region == region);
             if now >= task.deadline_ms && !asked {
                 let (task, ticket) = (task.task_id.clone(), self.ticket());
@@ -382,13 +383,14 @@ impl Sweeper {
                     UpstreamCreated::Between(earliest, latest) => (earliest - skew, latest + skew),
                     UpstreamCreated::At(at) => (at, at),
                 };
-                let due = Due { task: slot, earliest_ms, latest_ms };
+                let due = Due { task: slot, earliest_ms, latest_ms, created_second };
                 due_by_region.entry(region).or_default().push(due);
             }
         }
         let page_size = self.config().list_page_size.max(1);
+        let shared = self.share.is_some_and(|share| share > 1);
         for (region, due) in due_by_region {
-            for plan in sweep::plan(due, self.tracker.created(region), page_size) {
+            for plan in sweep::plan(due, self.tracker.created(region), page_size, shared) {
                 self.queue(region, plan, page_size);
             }
         }

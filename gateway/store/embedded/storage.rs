@@ -7,7 +7,7 @@ use super::{
     TaskRecord, TaskRef, TaskStatus,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
-use crate::store::{LedgerReport, Storage, TaskChange, UsageFilter};
+use crate::store::{Forwarded, LedgerReport, Storage, TaskChange, UsageFilter};
 use std::sync::Arc;
 
 /// Runs one of the store's blocking calls off the async worker.
@@ -133,6 +133,11 @@ impl Storage for Store {
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError> {
         Store::change_task(self, task, expected, commit, change).await
+    }
+
+    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+        let written = Store::change_task(self, task, &[TaskStatus::Queued], Commit::Durable, change).await?;
+        Ok(written.map(|task| Forwarded { task, polled_here: true }))
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {

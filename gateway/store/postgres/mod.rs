@@ -23,8 +23,8 @@ mod tasks;
 
 use super::keys::KeyCache;
 use super::{
-    Account, Commit, Earmark, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, LedgerReport, Storage,
-    StoreError, TaskChange, TaskRecord, TaskRef, TaskStatus, UsageFilter,
+    Account, Commit, Earmark, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, LedgerReport,
+    Storage, StoreError, TaskChange, TaskRecord, TaskRef, TaskStatus, UsageFilter,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -376,6 +376,12 @@ impl Storage for Store {
             tasks::change(&mut client, &task_id, &expected, fence.as_deref(), change).await
         })
         .await
+    }
+
+    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+        let (task_id, replica) = (task.task_id().to_string(), self.replica.clone());
+        self.with(move |mut client| async move { tasks::forwarded(&mut client, &task_id, &replica, change).await })
+            .await
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {

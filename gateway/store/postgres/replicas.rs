@@ -10,12 +10,17 @@
 //! counted until it has missed [`GONE_AFTER_MS`] of beats, and each replica divides by the most replicas it
 //! counted in its last [`COUNTS_KEPT`] beats: the others raise their shares only after it is gone, and not
 //! on the first beats after a database outage, when the others have not beaten again yet.
+//!
+//! The replicas counted take turns by [`SLICE_MS`] of creation time: a task the upstream accepts is handed
+//! to the replica whose turn its creation time falls in ([`Replica::poller_for`]), which takes it with its
+//! next claim. The upstream lists tasks by creation time, so a replica's list windows then report its own
+//! tasks rather than everyone's.
 
 use super::db_error;
 use crate::store::{StoreError, TaskRecord, decode};
 use deadpool_postgres::{GenericClient, Object, Pool};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How often a replica is seen (which renews its leases).
@@ -30,21 +35,34 @@ const JOIN_WAIT: Duration = Duration::from_millis(2_500);
 const COUNTS_KEPT: usize = 4;
 /// Most tasks one claim takes over.
 const CLAIM_AT_MOST: i64 = 10_000;
+/// The replicas' turns at polling, in creation time: long against a list window's width (the clock skew
+/// it allows for on each side), so few windows cross into another replica's turn.
+const SLICE_MS: i64 = 10_000;
 
-/// This replica: its id and its share of the upstream keys (0 until it may query).
+/// This replica: its id, its share of the upstream keys (0 until it may query), and the replicas counted
+/// at its last beat.
 #[derive(Clone)]
 pub(super) struct Replica {
     pub id: Arc<str>,
     share: Arc<AtomicU32>,
+    counted: Arc<RwLock<Arc<[Arc<str>]>>>,
 }
 
 impl Replica {
     pub(super) fn new() -> Replica {
-        Replica { id: uuid::Uuid::new_v4().to_string().into(), share: Arc::default() }
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        Replica { counted: Arc::new(RwLock::new(Arc::from([id.clone()]))), id, share: Arc::default() }
     }
 
     pub(super) fn share(&self) -> Option<u32> {
         Some(self.share.load(Ordering::Acquire)).filter(|share| *share > 0)
+    }
+
+    /// The replica whose turn `created_ms` falls in, among those counted at the last beat.
+    pub(super) fn poller_for(&self, created_ms: i64) -> Arc<str> {
+        let counted = self.counted.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let turn = created_ms.div_euclid(SLICE_MS).unsigned_abs() % counted.len().max(1) as u64;
+        counted.get(turn as usize).cloned().unwrap_or_else(|| self.id.clone())
     }
 
     /// Beats every [`BEAT`] on the current runtime (the database's) until the process ends.
@@ -94,10 +112,13 @@ impl Replica {
         let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
         let now = crate::clock::now_ms();
         self.seen(&client, now).await?;
-        let row = client
-            .query_one("SELECT count(*) FROM replicas WHERE seen_ms >= $1", &[&(now - GONE_AFTER_MS)])
+        let rows = client
+            .query("SELECT id FROM replicas WHERE seen_ms >= $1 ORDER BY id", &[&(now - GONE_AFTER_MS)])
             .await
             .map_err(db_error)?;
+        let counted: Arc<[Arc<str>]> = rows.iter().map(|row| Arc::from(row.get::<_, &str>(0))).collect();
+        let count = u32::try_from(counted.len()).unwrap_or(u32::MAX);
+        *self.counted.write().unwrap_or_else(|e| e.into_inner()) = counted;
         // Replicas long gone, once none of their tasks is left to take over.
         client
             .execute(
@@ -109,7 +130,7 @@ impl Replica {
             .map_err(db_error)?;
         // Request counts of seconds long past (any replica may delete them).
         client.execute("DELETE FROM key_rates WHERE second < $1", &[&(now / 1000 - 10)]).await.map_err(db_error)?;
-        Ok(u32::try_from(row.get::<_, i64>(0)).unwrap_or(u32::MAX))
+        Ok(count)
     }
 
     /// Leaves: gives up every lease (the others take the tasks over at once) and is no longer counted.
@@ -123,14 +144,21 @@ impl Replica {
     }
 }
 
-/// Leases to `replica` the live tasks whose lease ran out (their replica stopped beating) or that never had
-/// one, oldest due first. Only those are looked at (`tasks_by_lease`): the tasks of live replicas cost the
-/// claim nothing.
+/// Takes the tasks handed to `replica`, and leases to it the live tasks whose lease ran out (their replica
+/// stopped beating) or that never had one, oldest due first. Only those are looked at (`tasks_handed_over`,
+/// `tasks_by_lease`): the tasks of live replicas cost the claim nothing.
 pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskRecord>, StoreError> {
     let now = crate::clock::now_ms();
-    let rows = client
+    let handed = client
         .query(
-            "UPDATE tasks SET lease_owner = $1 WHERE task_id IN (SELECT task_id FROM tasks \
+            "UPDATE tasks SET handed_over = false WHERE lease_owner = $1 AND handed_over RETURNING record",
+            &[&replica],
+        )
+        .await
+        .map_err(db_error)?;
+    let orphaned = client
+        .query(
+            "UPDATE tasks SET lease_owner = $1, handed_over = false WHERE task_id IN (SELECT task_id FROM tasks \
              WHERE status IN ('queued', 'running') AND (lease_owner IS NULL \
              OR lease_owner IN (SELECT id FROM replicas WHERE seen_ms < $2)) \
              ORDER BY next_poll_ms LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING record",
@@ -138,7 +166,7 @@ pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskReco
         )
         .await
         .map_err(db_error)?;
-    rows.iter().map(|row| decode(row.get(0))).collect()
+    handed.iter().chain(&orphaned).map(|row| decode(row.get(0))).collect()
 }
 
 /// Whether the replica that submitted the task has stopped, as far as `replica` can tell: it is another one,

@@ -2,11 +2,12 @@
 //! (`record`); the columns beside it are what queries select on, written from the record in the same
 //! statement.
 
+use super::replicas::Replica;
 use super::{db_error, ledger};
 use crate::billing::books::{hold_postings, plan_hold};
 use crate::store::{
-    Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoreError, StoredTask, TaskChange, TaskRecord, TaskStatus,
-    UsageFilter, decode, encode,
+    Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoreError, StoredTask, TaskChange, TaskRecord,
+    TaskStatus, UsageFilter, decode, encode,
 };
 use deadpool_postgres::{Object, Transaction};
 
@@ -130,6 +131,42 @@ pub(super) async fn change(
     change: TaskChange,
 ) -> Result<Option<TaskRecord>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    let Some(task) = change_in(&tx, task_id, expected, fence, change).await? else { return Ok(None) };
+    tx.commit().await.map_err(db_error)?;
+    Ok(Some(task))
+}
+
+/// Records the upstream's acceptance of a queued task `replica` submitted (`change` sets its upstream task
+/// id), and hands the task to the replica whose turn its creation time falls in, if that is another one.
+pub(super) async fn forwarded(
+    client: &mut Object,
+    task_id: &str,
+    replica: &Replica,
+    change: TaskChange,
+) -> Result<Option<Forwarded>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let Some(task) = change_in(&tx, task_id, &[TaskStatus::Queued], None, change).await? else { return Ok(None) };
+    let poller = replica.poller_for(task.created_ms);
+    let polled_here = poller == replica.id;
+    if !polled_here {
+        let statement = tx
+            .prepare_cached("UPDATE tasks SET lease_owner = $2, handed_over = true WHERE task_id = $1")
+            .await
+            .map_err(db_error)?;
+        tx.execute(&statement, &[&task_id, &&*poller]).await.map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(Some(Forwarded { task, polled_here }))
+}
+
+/// [`change`] within `tx`; `None` (nothing written) when the task is missing, moved on, or fenced off.
+async fn change_in(
+    tx: &Transaction<'_>,
+    task_id: &str,
+    expected: &[TaskStatus],
+    fence: Option<&str>,
+    change: TaskChange,
+) -> Result<Option<TaskRecord>, StoreError> {
     let statement = tx
         .prepare_cached("SELECT record, lease_owner IS NOT DISTINCT FROM $2 FROM tasks WHERE task_id = $1 FOR UPDATE")
         .await
@@ -150,11 +187,10 @@ pub(super) async fn change(
             .map_err(db_error)?;
         tx.execute(&uncounted, &[&task.account]).await.map_err(db_error)?;
         if let Some(postings) = task.settle() {
-            ledger::append(&tx, &postings).await?;
+            ledger::append(tx, &postings).await?;
         }
     }
-    write(&tx, &task, None).await?;
-    tx.commit().await.map_err(db_error)?;
+    write(tx, &task, None).await?;
     Ok(Some(task))
 }
 
