@@ -505,8 +505,8 @@ fn replicas_take_turns_at_polling_by_creation_time() {
 
     let running = |t: &mut TaskRecord| t.status = TaskStatus::Running;
     let live = [TaskStatus::Queued, TaskStatus::Running];
-    for n in 0..6 {
-        let (poller, not_poller) = if polled_here[n] { (&submitter, &other) } else { (&other, &submitter) };
+    for (n, here) in polled_here.iter().enumerate() {
+        let (poller, not_poller) = if *here { (&submitter, &other) } else { (&other, &submitter) };
         let polled = || TaskRef::Polled(format!("task-{n}"));
         let fenced = runtime.block_on(not_poller.change_task(polled(), &live, Commit::Durable, Box::new(running)));
         assert!(fenced.unwrap().is_none(), "task-{n} was written by the replica not polling it");
