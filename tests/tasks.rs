@@ -299,3 +299,82 @@ fn sigkill_with_tasks_in_flight_loses_and_doubles_nothing() {
     let report = demo.admin("/ledger/verify", None);
     assert_eq!(report.json["problems"], json!([]), "{}", report.json);
 }
+
+/// `GET /v1/tasks`: the caller's tasks newest first, a page at a time; paging shows every task once however
+/// many arrive meanwhile, the filters select, and nothing of another account shows.
+#[test]
+fn listing_pages_through_every_task_once_while_new_ones_arrive() {
+    let demo = Demo::start();
+    let (key, other) = (demo.account("lister", 1_000_000_000, 0, 0), demo.account("other", 1_000_000_000, 0, 0));
+    let submit_as = |key: &str, body: &Value| {
+        let reply = demo.post_as(key, endpoint_of(&demo, body["model"].as_str().unwrap()).as_str(), body);
+        assert!(reply.status < 300, "{}", reply.json);
+        reply.json["task_id"].as_str().unwrap().to_string()
+    };
+    let listed = |key: &str, query: &str| {
+        let page = demo.get_as(key, &format!("/v1/tasks?{query}"));
+        assert_eq!(page.status, 200, "{query}: {}", page.json);
+        let ids: Vec<String> =
+            page.json["data"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().into()).collect();
+        assert_eq!(page.json["last_id"], ids.last().map_or(Value::Null, |id| json!(id)), "{query}");
+        (ids, page.json)
+    };
+    let before: Vec<String> = (0..23).map(|n| submit_as(&key, &t2v(&format!("fox {n}")))).collect();
+    let foreign = submit_as(&other, &t2v("not yours"));
+    let mid = common::now_ms();
+
+    let (mut seen, mut arrived, mut after) = (Vec::new(), Vec::new(), None::<String>);
+    loop {
+        // A task arrives before every page.
+        arrived.push(submit_as(&key, &t2v("a late fox")));
+        let query = after.as_ref().map_or("limit=5".to_string(), |id| format!("limit=5&after={id}"));
+        let (ids, page) = listed(&key, &query);
+        assert!(ids.len() <= 5);
+        let created: Vec<&str> =
+            page["data"].as_array().unwrap().iter().map(|t| t["created_at"].as_str().unwrap()).collect();
+        assert!(created.windows(2).all(|pair| pair[0] >= pair[1]), "newest first: {created:?}");
+        seen.extend(ids);
+        if !page["has_more"].as_bool().unwrap() {
+            break;
+        }
+        after = seen.last().cloned();
+    }
+    let mut expected: Vec<String> = before.iter().chain(&arrived[..1]).cloned().collect();
+    let mut once = seen.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), seen.len(), "a task was listed twice: {seen:?}");
+    expected.sort();
+    assert_eq!(once, expected, "every task from before the first page, once, and none that came later");
+    assert_eq!(listed(&other, "").0, std::slice::from_ref(&foreign));
+
+    // Creation time bounds, inclusive, in epoch milliseconds.
+    let mut late = listed(&key, &format!("limit=100&created_since={mid}")).0;
+    late.sort();
+    let mut all_arrived = arrived.clone();
+    all_arrived.sort();
+    assert_eq!(late, all_arrived);
+    assert_eq!(listed(&key, &format!("limit=100&created_until={}", mid - 1)).0.len(), before.len());
+
+    // Status and model filters.
+    let slow = submit_as(&key, &t2v("a slow fox sim:slow"));
+    assert_eq!(demo.post_as(&key, &format!("/v1/tasks/{slow}/cancel"), &json!({})).status, 200);
+    assert_eq!(listed(&key, "status=cancelled").0, [slow]);
+    let image = submit_as(&key, &json!({"model": "beta-image-plus", "prompt": "a"}));
+    assert_eq!(listed(&key, "model=beta-image-plus").0, [image]);
+
+    // Bad parameters are refused, each naming itself; another account's task is no cursor.
+    for (query, param) in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("status=done", "status"),
+        ("created_since=yesterday", "created_since"),
+        (&*format!("after={foreign}"), "after"),
+    ] {
+        let reply = demo.get_as(&key, &format!("/v1/tasks?{query}"));
+        assert_eq!((reply.status, reply.code(), reply.param()), (400, "invalid_parameter", param), "{query}");
+    }
+    let unknown = demo.get_as(&key, "/v1/tasks?page=2");
+    assert_eq!((unknown.status, unknown.code()), (400, "invalid_parameter"), "{}", unknown.json);
+    assert!(unknown.json["error"]["message"].as_str().unwrap().contains("page"), "{}", unknown.json);
+}

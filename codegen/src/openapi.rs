@@ -46,6 +46,19 @@ pub fn openapi(spec: &Spec) -> Value {
             }}),
         );
     }
+    let query = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema});
+    paths.insert("/v1/tasks".into(), json!({"get": {
+        "operationId": "list_tasks", "summary": "List the caller's tasks, newest first, a page at a time.",
+        "parameters": [
+            query("limit", "Tasks per page.", json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 20})),
+            query("after", "The `last_id` of the previous page: this page starts after that task.", json!({"type": "string"})),
+            query("status", "Only tasks in this status.", json!({"type": "string", "enum": ["queued", "running", "success", "failed", "timeout", "cancelled"]})),
+            query("model", "Only tasks of this model.", json!({"type": "string"})),
+            query("created_since", "Only tasks created at or after this time, epoch milliseconds.", json!({"type": "integer"})),
+            query("created_until", "Only tasks created at or before this time, epoch milliseconds.", json!({"type": "integer"})),
+        ],
+        "responses": {"200": {"description": "A page of tasks.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TaskList"}}}}, "default": error_response()},
+    }}));
     paths.insert("/v1/tasks/{task_id}".into(), json!({"get": {
         "operationId": "get_task", "summary": "Read a task's state, results and usage.",
         "parameters": [task_id_param()],
@@ -98,6 +111,14 @@ fn error_response() -> Value {
 fn response_schemas() -> Map<String, Value> {
     let status = json!({"type": "string", "enum": ["queued", "running", "success", "failed", "timeout", "cancelled"]});
     let mut m = Map::new();
+    m.insert("TaskList".into(), json!({
+        "type": "object", "required": ["data", "has_more", "last_id"],
+        "properties": {
+            "data": {"type": "array", "items": {"$ref": "#/components/schemas/Task"}},
+            "has_more": {"type": "boolean", "description": "Whether another page follows: ask it with `after=last_id`."},
+            "last_id": {"type": ["string", "null"], "description": "The last task of this page; null when it is empty."},
+        },
+    }));
     m.insert("TaskAcceptance".into(), json!({
         "type": "object", "required": ["task_id", "request_id", "status", "message", "created_at"],
         "properties": {

@@ -21,6 +21,9 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
         let limit = state.config.max_body_bytes;
         cfg.app_data(state.clone())
             .app_data(web::JsonConfig::default().limit(limit).error_handler(json_error))
+            .app_data(web::QueryConfig::default().error_handler(|e, _| {
+                ApiError::new(ErrorCode::invalid_parameter, format!("The query string is not valid: {e}")).into()
+            }))
             .app_data(
                 web::PathConfig::default()
                     .error_handler(|e, _| ApiError::new(ErrorCode::not_found, e.to_string()).into()),

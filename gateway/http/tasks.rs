@@ -1,15 +1,20 @@
-//! `GET /v1/tasks/{task_id}` and `POST /v1/tasks/{task_id}/cancel`, scoped to the caller's account.
+//! `GET /v1/tasks`, `GET /v1/tasks/{task_id}` and `POST /v1/tasks/{task_id}/cancel`, scoped to the caller's
+//! account.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::http::auth::Caller;
 use crate::state::AppState;
+use crate::store::{ListPosition, TaskQuery, TaskStatus};
 use crate::tasks;
-use crate::tasks::answers::TaskAnswer;
+use crate::tasks::answers::{TaskAnswer, answer};
 use actix_web::http::header::ContentType;
 use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::json;
 use std::sync::Arc;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    super::mount(cfg, "/v1/tasks", vec![("GET", web::get().to(list))]);
     super::mount(cfg, "/v1/tasks/{task_id}", vec![("GET", web::get().to(get))]);
     super::mount(cfg, "/v1/tasks/{task_id}/cancel", vec![("POST", web::post().to(cancel))]);
 }
@@ -43,4 +48,85 @@ async fn cancel(
 ) -> Result<HttpResponse, ApiError> {
     let task = tasks::cancel(&state, caller.account(), &task_id).await?;
     Ok(HttpResponse::Ok().json(tasks::view(&task)))
+}
+
+/// Most tasks one page of `GET /v1/tasks` lists, and how many it lists unless asked.
+const PAGE_LIMIT: usize = 100;
+const PAGE_DEFAULT: usize = 20;
+
+/// `GET /v1/tasks`'s query, as sent: each value is checked on its own, so an error names its parameter.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    limit: Option<String>,
+    after: Option<String>,
+    status: Option<String>,
+    model: Option<String>,
+    created_since: Option<String>,
+    created_until: Option<String>,
+}
+
+/// The caller's tasks, newest first, a page at a time: `{data, has_more, last_id}`; the next page is asked
+/// with `after=last_id`.
+async fn list(
+    caller: Caller,
+    state: web::Data<AppState>,
+    params: web::Query<ListParams>,
+) -> Result<HttpResponse, ApiError> {
+    let params = params.into_inner();
+    let limit = match params.limit.as_deref() {
+        None => PAGE_DEFAULT,
+        Some(limit) => limit.parse().ok().filter(|n| (1..=PAGE_LIMIT).contains(n)).ok_or_else(|| {
+            invalid("limit", format!("`limit` is a whole number from 1 to {PAGE_LIMIT}; got `{limit}`."))
+        })?,
+    };
+    let status = params
+        .status
+        .as_deref()
+        .map(|status| {
+            TaskStatus::ALL.into_iter().find(|s| s.as_str() == status).ok_or_else(|| {
+                let known: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+                invalid("status", format!("Unknown status `{status}`; use one of {}.", known.join(", ")))
+            })
+        })
+        .transpose()?;
+    let epoch_ms = |name: &'static str, value: Option<&str>| {
+        value
+            .map(|v| v.parse::<i64>().map_err(|_| invalid(name, format!("`{name}` is epoch milliseconds; got `{v}`."))))
+            .transpose()
+    };
+    let created_since = epoch_ms("created_since", params.created_since.as_deref())?;
+    let created_until = epoch_ms("created_until", params.created_until.as_deref())?;
+    let after = match &params.after {
+        None => None,
+        Some(task_id) => match state.store.task(task_id).await? {
+            Some(task) if task.account == caller.account() => Some(ListPosition::of(&task)),
+            _ => return Err(invalid("after", format!("No task `{task_id}` to list after."))),
+        },
+    };
+    let query = TaskQuery {
+        account: caller.account().to_string(),
+        after,
+        status,
+        model: params.model,
+        created_since,
+        created_until,
+        // One more than the page tells whether another page follows.
+        limit: limit + 1,
+    };
+    let mut tasks = state.store.list_tasks(query).await?;
+    state.store.caught_up().await?;
+    let has_more = tasks.len() > limit;
+    tasks.truncate(limit);
+    let last_id = tasks.last().map(|task| task.task_id.clone());
+    let (data, projected): (Vec<serde_json::Value>, Vec<bool>) = tasks.iter().map(answer).unzip();
+    let mut response = HttpResponse::Ok();
+    if projected.contains(&true) {
+        response.insert_header(("Cache-Control", "no-store"));
+    }
+    Ok(response.json(json!({"data": data, "has_more": has_more, "last_id": last_id})))
+}
+
+fn invalid(param: &'static str, message: String) -> ApiError {
+    ApiError::new(ErrorCode::invalid_parameter, message).with_param(param)
 }

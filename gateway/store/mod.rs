@@ -9,6 +9,7 @@
 mod copy;
 pub mod embedded;
 mod keys;
+mod listing;
 pub mod postgres;
 mod records;
 mod usage;
@@ -16,6 +17,7 @@ mod usage;
 pub use crate::billing::audit::LedgerReport;
 pub use copy::{Copied, copy};
 pub use embedded::Earmark;
+pub use listing::{ListPosition, TaskQuery};
 pub use records::{
     Account, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError,
     TaskRecord, TaskRef, TaskResult, TaskStatus, hash_key, new_key,
@@ -123,6 +125,9 @@ pub trait Storage: Send + Sync {
     /// Stores a task that has ended with its settlement, charged from `earmark`, in one durable write.
     async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError>;
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+    /// The account's tasks `query` selects, newest first (by creation time, then task id), at most
+    /// `query.limit` of them.
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
     /// Applies `change` if the task is still in one of `expected` (a compare-and-swap); a change to a
     /// terminal state settles the task's money in the same write. `None` when the task moved on meanwhile
     /// or does not exist.

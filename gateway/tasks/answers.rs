@@ -20,14 +20,21 @@ pub struct TaskAnswer {
 
 impl TaskAnswer {
     pub fn render(task: &TaskRecord) -> Result<TaskAnswer, serde_json::Error> {
-        let mut body = view(task);
-        let projection = equivalent_usage(task);
-        let no_store = projection.is_some();
-        if let Some(projection) = projection {
-            body["equivalent_usage"] = projection;
-        }
+        let (body, no_store) = answer(task);
         Ok(TaskAnswer { account: task.account.clone(), body: serde_json::to_vec(&body)?.into(), no_store })
     }
+}
+
+/// A task as `GET /v1/tasks/{id}` answers it (its view with the equivalent usage), and whether it carries a
+/// projection computed at read time.
+pub fn answer(task: &TaskRecord) -> (serde_json::Value, bool) {
+    let mut body = view(task);
+    let projection = equivalent_usage(task);
+    let no_store = projection.is_some();
+    if let Some(projection) = projection {
+        body["equivalent_usage"] = projection;
+    }
+    (body, no_store)
 }
 
 /// Finished tasks' answers, by task id, evicted by S3-FIFO once their bytes exceed the budget.

@@ -15,6 +15,28 @@ mod earmarks;
 mod faults;
 pub mod ledger;
 mod overlay;
+/// Indexes the tasks of a store written before `TASKS_BY_ACCOUNT` existed, once, straight into redb (the
+/// log is replayed and empty by then).
+fn index_tasks_by_account(db: &Database) -> Result<(), StoreError> {
+    let tx = db.begin_write()?;
+    if tx.open_table(tables::META)?.get(tables::TASKS_BY_ACCOUNT_BUILT)?.is_some() {
+        return Ok(());
+    }
+    {
+        let (tasks, mut index) = (tx.open_table(TASKS)?, tx.open_table(TASKS_BY_ACCOUNT)?);
+        if !tasks.is_empty()? {
+            tracing::info!(tasks = tasks.len()?, "indexing the stored tasks by account, once");
+        }
+        for row in tasks.iter()? {
+            let task: TaskRecord = decode(row?.1.value())?;
+            index.insert((task.account.as_str(), task.created_ms, task.task_id.as_str()), ())?;
+        }
+    }
+    tx.open_table(tables::META)?.insert(tables::TASKS_BY_ACCOUNT_BUILT, 1)?;
+    tx.commit()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod properties;
 mod storage;
@@ -36,9 +58,11 @@ pub(crate) use super::{
     TaskRecord, TaskRef, TaskStatus, decode, encode,
 };
 
-pub(crate) use tables::{ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS};
+pub(crate) use tables::{
+    ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, TASKS_BY_ACCOUNT,
+};
 
-use redb::{Database, ReadableTable};
+use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -107,6 +131,7 @@ impl Store {
         }
         // What the log held is in a durable checkpoint now; its files start empty.
         wal.start_over()?;
+        index_tasks_by_account(&db)?;
         let (db, overlay) = (Arc::new(db), Arc::new(overlay::Overlay::new()));
         Ok(Store {
             writer: writer::Writer::start(db.clone(), overlay.clone(), wal, checkpoint_every)?,
@@ -194,7 +219,7 @@ pub fn replay_log_bytes(bytes: &[u8]) -> Result<usize, StoreError> {
 mod tests {
     use super::*;
     use crate::billing::books::{EntryKind, Posting, Pot, Shortfall};
-    use crate::store::UsageFilter;
+    use crate::store::{ListPosition, TaskQuery, UsageFilter};
     use serde::{Serialize, de::DeserializeOwned};
 
     /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
@@ -590,5 +615,55 @@ mod tests {
             assert_eq!(recovered.funds("acme").unwrap().balance, 50_000);
             assert!(recovered.verify_ledger().unwrap().problems.is_empty());
         }
+    }
+
+    /// Listing reads the index from redb and the overlay together, newest first, each task once, and a
+    /// store written before the index is indexed when it next opens.
+    #[test]
+    fn an_accounts_tasks_list_newest_first_across_checkpoints_and_from_before_the_index() {
+        let live = tempfile::tempdir().unwrap();
+        let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for n in 0..40i64 {
+            let mut task = settled_task();
+            (task.task_id, task.created_ms) = (format!("task-{n:02}"), 1_000 + n / 2);
+            task.account = if n % 4 == 3 { "other".into() } else { "acme".into() };
+            runtime.block_on(store.add_task(task, None, None, Commit::Durable)).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let query = |after: Option<ListPosition>, limit| TaskQuery {
+            account: "acme".into(),
+            after,
+            status: None,
+            model: None,
+            created_since: None,
+            created_until: None,
+            limit,
+        };
+        let ids = |tasks: Vec<TaskRecord>| tasks.into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+        let expected: Vec<String> = (0..40).rev().filter(|n| n % 4 != 3).map(|n| format!("task-{n:02}")).collect();
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.list_tasks(&query(after, 7)).unwrap();
+            after = page.last().map(ListPosition::of);
+            paged.extend(ids(page));
+            if after.is_none() {
+                break;
+            }
+        }
+        assert_eq!(paged, expected);
+        store.close().unwrap();
+        drop(store);
+
+        // As a store from before the index: the index and its mark gone.
+        let db = Database::create(live.path().join("mediagate.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.delete_table(TASKS_BY_ACCOUNT).unwrap();
+        tx.open_table(tables::META).unwrap().remove(tables::TASKS_BY_ACCOUNT_BUILT).unwrap();
+        tx.commit().unwrap();
+        drop(db);
+        let reopened = Store::open(live.path()).unwrap();
+        assert_eq!(ids(reopened.list_tasks(&query(None, 100)).unwrap()), expected);
     }
 }

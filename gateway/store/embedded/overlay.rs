@@ -258,30 +258,61 @@ impl<K: Key + 'static, V: Value + 'static> ReadTable<'_, K, V> {
 
     /// Every row in key order.
     pub(crate) fn iter(&self) -> Result<Rows<K, V>, StoreError> {
-        // The newest change of each key the layers have, oldest layer first so newer ones overwrite.
+        let changed = self.changed(|_| true);
+        let stored = self.redb()?.range::<K::SelfType<'_>>(..)?.peekable();
+        Ok(Rows { stored, changed, descending: false, rows: PhantomData })
+    }
+
+    /// The rows from `low` (inclusive) to `high` (exclusive), in descending key order.
+    pub(crate) fn range_back<'k>(
+        &self,
+        low: impl Borrow<K::SelfType<'k>>,
+        high: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<RowsBack<K, V>, StoreError> {
+        let (low, high) = (low.borrow(), high.borrow());
+        let (low_bytes, high_bytes) = (K::as_bytes(low), K::as_bytes(high));
+        let (low_bytes, high_bytes) = (low_bytes.as_ref(), high_bytes.as_ref());
+        let mut changed: Vec<Change> =
+            self.changed(|key| K::compare(key, low_bytes).is_ge() && K::compare(key, high_bytes).is_lt()).collect();
+        changed.reverse();
+        let stored = self.redb()?.range::<&K::SelfType<'_>>(low..high)?.rev().peekable();
+        Ok(Rows { stored, changed: changed.into_iter().peekable(), descending: true, rows: PhantomData })
+    }
+
+    /// The newest change of each key `keep` keeps that the layers (and the staged changes) have, in key order.
+    fn changed(&self, keep: impl Fn(&[u8]) -> bool) -> std::iter::Peekable<std::vec::IntoIter<Change>> {
+        // Oldest layer first so newer ones overwrite.
         let mut changed = Entries::default();
+        let mut take = |entries: &Entries| {
+            changed.extend(entries.iter().filter(|(k, _)| keep(k)).map(|(k, v)| (k.clone(), v.clone())));
+        };
         for layer in self.layers.iter().rev() {
-            changed.extend(layer.changes().tables[self.id].iter().map(|(k, v)| (k.clone(), v.clone())));
+            take(&layer.changes().tables[self.id]);
         }
         if let Some(staged) = self.staged {
-            changed.extend(staged.borrow().tables[self.id].iter().map(|(k, v)| (k.clone(), v.clone())));
+            take(&staged.borrow().tables[self.id]);
         }
         let mut changed: Vec<_> = changed.into_iter().collect();
         changed.sort_by(|a, b| K::compare(&a.0, &b.0));
-        Ok(Rows {
-            stored: self.redb()?.range::<K::SelfType<'_>>(..)?.peekable(),
-            changed: changed.into_iter().peekable(),
-        })
+        changed.into_iter().peekable()
     }
 }
 
-/// The rows of a [`ReadTable`]: redb's, with the layers' changes merged in.
-pub struct Rows<K: Key + 'static, V: Value + 'static> {
-    stored: std::iter::Peekable<redb::Range<'static, K, V>>,
+/// The rows of a [`ReadTable`]: redb's (`I`), with the layers' changes merged in.
+pub struct Rows<K: Key + 'static, V: Value + 'static, I: Iterator = redb::Range<'static, K, V>> {
+    stored: std::iter::Peekable<I>,
     changed: std::iter::Peekable<std::vec::IntoIter<Change>>,
+    /// Both come in descending key order.
+    descending: bool,
+    rows: PhantomData<(K, V)>,
 }
 
-impl<K: Key + 'static, V: Value + 'static> Iterator for Rows<K, V> {
+/// [`Rows`] in descending key order.
+pub type RowsBack<K, V> = Rows<K, V, std::iter::Rev<redb::Range<'static, K, V>>>;
+
+type StoredRow<K, V> = Result<(AccessGuard<'static, K>, AccessGuard<'static, V>), redb::StorageError>;
+
+impl<K: Key + 'static, V: Value + 'static, I: Iterator<Item = StoredRow<K, V>>> Iterator for Rows<K, V, I> {
     type Item = Result<Row<K, V>, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -292,7 +323,8 @@ impl<K: Key + 'static, V: Value + 'static> Iterator for Rows<K, V> {
                 (None, Some(_)) => Ordering::Greater,
                 (Some(_), Some(Err(_))) => Ordering::Greater,
                 (Some((changed, _)), Some(Ok((stored, _)))) => {
-                    K::compare(changed, K::as_bytes(&stored.value()).as_ref())
+                    let order = K::compare(changed, K::as_bytes(&stored.value()).as_ref());
+                    if self.descending { order.reverse() } else { order }
                 }
             };
             if order.is_ge() {

@@ -7,7 +7,7 @@ use super::{
     TaskRecord, TaskRef, TaskStatus,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
-use crate::store::{Forwarded, LedgerReport, Storage, TaskChange, UsageFilter};
+use crate::store::{Forwarded, LedgerReport, Storage, TaskChange, TaskQuery, UsageFilter};
 use std::sync::Arc;
 
 /// Runs one of the store's blocking calls off the async worker.
@@ -123,6 +123,10 @@ impl Storage for Store {
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         Store::task(self, task_id)
+    }
+
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        Store::list_tasks(self, &query)
     }
 
     async fn change_task(

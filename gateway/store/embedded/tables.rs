@@ -8,6 +8,8 @@ pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("
 pub(crate) const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
 pub(crate) const MODEL_SWITCHES: TableDefinition<&str, bool> = TableDefinition::new("model_switches");
 pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
+/// Every task by account, creation time and id, for listing an account's tasks newest first.
+pub(crate) const TASKS_BY_ACCOUNT: TableDefinition<(&str, i64, &str), ()> = TableDefinition::new("tasks_by_account");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
@@ -17,7 +19,8 @@ pub(crate) const LEDGER: TableDefinition<u64, &[u8]> = TableDefinition::new("led
 pub(crate) const FUNDS: TableDefinition<&str, &[u8]> = TableDefinition::new("funds");
 /// Named counters: `LEDGER_SEQ`, the next ledger entry's sequence number (not every entry is a `LEDGER` row).
 pub(crate) const SEQUENCES: TableDefinition<&str, u64> = TableDefinition::new("sequences");
-/// The store's own bookkeeping: the write-ahead log's checkpoint. Never logged itself.
+/// The store's own bookkeeping: the write-ahead log's checkpoint, and which indexes were built over the
+/// tasks stored before them. Never logged itself.
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The next ledger entry's sequence number, in `SEQUENCES`.
@@ -25,6 +28,9 @@ pub(crate) const LEDGER_SEQ: &str = "ledger";
 
 /// The sequence number of the last log record a durable redb commit holds.
 pub(crate) const CHECKPOINT: &str = "wal_checkpoint";
+
+/// Set once `TASKS_BY_ACCOUNT` holds every task (stores from before it are indexed on first open).
+pub(crate) const TASKS_BY_ACCOUNT_BUILT: &str = "tasks_by_account_built";
 
 /// A table whatever its key and value types: what creating it and replaying a logged change need.
 pub(crate) trait AnyTable {
@@ -67,11 +73,21 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 9;
+pub(crate) const COUNT: usize = 10;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
-pub(crate) const ALL: [&dyn AnyTable; COUNT] =
-    [&TASKS, &IN_FLIGHT, &LEDGER, &FUNDS, &SEQUENCES, &IDEMPOTENCY, &KEYS, &ACCOUNTS, &MODEL_SWITCHES];
+pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
+    &TASKS,
+    &IN_FLIGHT,
+    &LEDGER,
+    &FUNDS,
+    &SEQUENCES,
+    &IDEMPOTENCY,
+    &KEYS,
+    &ACCOUNTS,
+    &MODEL_SWITCHES,
+    &TASKS_BY_ACCOUNT,
+];
 
 /// The position in [`ALL`] of the table named `name`.
 pub(crate) fn id(name: &str) -> Result<usize, StoreError> {

@@ -5,12 +5,18 @@ use super::earmarks::{Book, Earmark};
 use super::ledger::{self, Keep};
 use super::{
     Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,
-    StoredTask, TASKS, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
+    StoredTask, TASKS, TASKS_BY_ACCOUNT, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
 };
 use crate::billing::books::{Shortfall, hold_postings};
-use crate::store::UsageFilter;
+use crate::store::{TaskQuery, UsageFilter};
 use serde_json::Value;
 use std::sync::Arc;
+
+/// Writes a task stored for the first time, and indexes it.
+fn insert_new(tx: &Tx, task: &TaskRecord, bytes: &[u8]) -> Result<(), StoreError> {
+    tx.open_table(TASKS)?.insert(task.task_id.as_str(), bytes)?;
+    tx.open_table(TASKS_BY_ACCOUNT)?.insert((task.account.as_str(), task.created_ms, task.task_id.as_str()), ())
+}
 
 impl Store {
     /// Stores a new task in one transaction with its idempotency record and the hold on the account's
@@ -56,7 +62,7 @@ impl Store {
                 }
             }
             let bytes = encode(&new)?;
-            tx.open_table(TASKS)?.insert(new.task_id.as_str(), bytes.as_slice())?;
+            insert_new(tx, &new, &bytes)?;
             if !new.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
@@ -99,7 +105,7 @@ impl Store {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
             settle(tx, &earmarks, &mut task, Some(earmark))?;
-            tx.open_table(TASKS)?.insert(task.task_id.as_str(), encode(&task)?.as_slice())?;
+            insert_new(tx, &task, &encode(&task)?)?;
             Ok(task)
         })
     }
@@ -108,6 +114,27 @@ impl Store {
         let tx = self.view()?;
         let table = tx.open_table(TASKS)?;
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// The account's tasks `query` selects, newest first.
+    pub fn list_tasks(&self, query: &TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        let view = self.view()?;
+        let (tasks, by_account) = (view.open_table(TASKS)?, view.open_table(TASKS_BY_ACCOUNT)?);
+        let account = query.account.as_str();
+        let (since, upper) = (query.created_since.unwrap_or(i64::MIN), query.upper_bound());
+        let mut listed = Vec::new();
+        for row in by_account.range_back((account, since, ""), (account, upper.created_ms, upper.task_id.as_str()))? {
+            if listed.len() >= query.limit {
+                break;
+            }
+            let (key, _) = row?;
+            let Some(stored) = tasks.get(key.value().2)? else { continue };
+            let task: TaskRecord = decode(stored.value())?;
+            if query.keeps(&task) {
+                listed.push(task);
+            }
+        }
+        Ok(listed)
     }
 
     /// The usage log's lines `filter` keeps, oldest first: one per settled task, dated when it ended.

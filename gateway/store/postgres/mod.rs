@@ -24,7 +24,7 @@ mod tasks;
 use super::keys::KeyCache;
 use super::{
     Account, Commit, Earmark, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, LedgerReport,
-    Storage, StoreError, TaskChange, TaskRecord, TaskRef, TaskStatus, UsageFilter,
+    Storage, StoreError, TaskChange, TaskQuery, TaskRecord, TaskRef, TaskStatus, UsageFilter,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -360,6 +360,10 @@ impl Storage for Store {
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let task_id = task_id.to_string();
         self.with(move |client| async move { tasks::get(&client, &task_id).await }).await
+    }
+
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(move |client| async move { tasks::list(&client, &query).await }).await
     }
 
     async fn change_task(

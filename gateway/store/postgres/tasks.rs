@@ -6,8 +6,8 @@ use super::replicas::Replica;
 use super::{db_error, ledger};
 use crate::billing::books::{hold_postings, plan_hold};
 use crate::store::{
-    Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, StoreError, StoredTask, TaskChange, TaskRecord,
-    TaskStatus, UsageFilter, decode, encode,
+    Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, ListPosition, StoreError, StoredTask, TaskChange,
+    TaskQuery, TaskRecord, TaskStatus, UsageFilter, decode, encode,
 };
 use deadpool_postgres::{Object, Transaction};
 
@@ -199,6 +199,39 @@ pub(super) async fn idempotency(client: &Object, key: &str) -> Result<Option<Ide
         client.prepare_cached("SELECT body_hash, task_id FROM idempotency WHERE key = $1").await.map_err(db_error)?;
     let row = client.query_opt(&statement, &[&key]).await.map_err(db_error)?;
     Ok(row.map(|row| IdempotencyRecord { body_hash: row.get(0), task_id: row.get(1) }))
+}
+
+/// The account's tasks `query` selects, newest first. Position, time and status are selected in SQL
+/// (`tasks_by_account`); the model is in the record only, so rows are read in batches until enough pass.
+pub(super) async fn list(client: &Object, query: &TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT record FROM tasks WHERE account = $1 AND (created_ms, task_id) < ($2, $3) AND created_ms >= $4 \
+             AND ($5::text IS NULL OR status = $5) ORDER BY created_ms DESC, task_id DESC LIMIT $6",
+        )
+        .await
+        .map_err(db_error)?;
+    let (since, status) = (query.created_since.unwrap_or(i64::MIN), query.status.map(|s| s.as_str()));
+    let batch = i64::try_from(query.limit.clamp(1, 1000)).unwrap_or(1000);
+    let (mut upper, mut listed) = (query.upper_bound(), Vec::new());
+    loop {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+            [&query.account, &upper.created_ms, &upper.task_id, &since, &status, &batch];
+        let rows = client.query(&statement, &params).await.map_err(db_error)?;
+        for row in &rows {
+            let task: TaskRecord = decode(row.get(0))?;
+            upper = ListPosition::of(&task);
+            if query.keeps(&task) {
+                listed.push(task);
+                if listed.len() >= query.limit {
+                    return Ok(listed);
+                }
+            }
+        }
+        if (rows.len() as i64) < batch {
+            return Ok(listed);
+        }
+    }
 }
 
 /// The usage lines `filter` keeps: the ended tasks it may keep are selected in SQL, the rest is its rule.
