@@ -39,45 +39,106 @@ pub(super) async fn funds(client: &impl GenericClient, account: &str, lock: bool
 /// take a pot past the maximum, or below zero, is refused and nothing is written. Accounts are locked in
 /// name order, so two transactions never wait for each other's locks.
 pub(super) async fn append(tx: &impl GenericClient, postings: &[Posting]) -> Result<(), StoreError> {
-    let mut accounts: Vec<&str> = postings.iter().map(|p| p.account.as_str()).collect();
+    let accounts: Vec<&str> = postings.iter().map(|p| p.account.as_str()).collect();
+    let mut pots = lock_funds(tx, &accounts).await?;
+    for posting in postings {
+        move_pots(&mut pots, posting)?;
+    }
+    insert_entries(tx, postings.iter()).await?;
+    store_funds(tx, &pots).await
+}
+
+/// The pots of `accounts`, each account's `funds` row made if missing and locked until the transaction
+/// ends, in name order.
+pub(super) async fn lock_funds(
+    tx: &impl GenericClient,
+    accounts: &[&str],
+) -> Result<BTreeMap<String, Funds>, StoreError> {
+    let mut accounts = accounts.to_vec();
     accounts.sort_unstable();
     accounts.dedup();
-    let now = chrono::Utc::now().timestamp_millis();
-    for account in accounts {
-        tx.execute("INSERT INTO funds (account) VALUES ($1) ON CONFLICT (account) DO NOTHING", &[&account])
-            .await
-            .map_err(db_error)?;
-        let mut pots = funds(tx, account, true).await?.unwrap_or_default();
-        for p in postings.iter().filter(|p| p.account == account) {
-            if p.delta.unsigned_abs() > MAX_MICROS.unsigned_abs() || pots.add(p.pot, p.delta).is_none() {
-                return Err(StoreError::refused(
-                    Refusal::TooLarge,
-                    format!(
-                        "{} micro-units would take the {:?} pot of `{account}` past the maximum of {MAX_MICROS} micro-units",
-                        p.delta, p.pot
-                    ),
-                ));
-            }
-            if pots.get(p.pot) < 0 {
-                return Err(StoreError::refused(
-                    Refusal::Conflict,
-                    format!("{} micro-units would leave the {:?} pot of `{account}` below zero", p.delta, p.pot),
-                ));
-            }
-            tx.execute(
-                "INSERT INTO ledger (account, kind, pot, delta, task_id, at_ms, note) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[&account, &name_of(&p.kind)?, &name_of(&p.pot)?, &p.delta, &p.task_id, &now, &p.note],
-            )
-            .await
-            .map_err(db_error)?;
-        }
-        tx.execute(
-            "UPDATE funds SET free_trial = $2, plan = $3, balance = $4 WHERE account = $1",
-            &[&account, &pots.free_trial, &pots.plan, &pots.balance],
+    tx.execute("INSERT INTO funds (account) SELECT unnest($1::text[]) ON CONFLICT (account) DO NOTHING", &[&accounts])
+        .await
+        .map_err(db_error)?;
+    let rows = tx
+        .query(
+            "SELECT account, free_trial, plan, balance FROM funds WHERE account = ANY($1) ORDER BY account FOR UPDATE",
+            &[&accounts],
         )
         .await
         .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|row| (row.get(0), Funds { free_trial: row.get(1), plan: row.get(2), balance: row.get(3) }))
+        .collect())
+}
+
+/// Moves the pots `posting` names (in `pots`, from [`lock_funds`]); a change past the maximum, or below
+/// zero, is refused and moves nothing.
+pub(super) fn move_pots(pots: &mut BTreeMap<String, Funds>, p: &Posting) -> Result<(), StoreError> {
+    let account = p.account.as_str();
+    let current = pots.get(account).copied().unwrap_or_default();
+    let mut moved = current;
+    if p.delta.unsigned_abs() > MAX_MICROS.unsigned_abs() || moved.add(p.pot, p.delta).is_none() {
+        return Err(StoreError::refused(
+            Refusal::TooLarge,
+            format!(
+                "{} micro-units would take the {:?} pot of `{account}` past the maximum of {MAX_MICROS} micro-units",
+                p.delta, p.pot
+            ),
+        ));
     }
+    if moved.get(p.pot) < 0 {
+        return Err(StoreError::refused(
+            Refusal::Conflict,
+            format!("{} micro-units would leave the {:?} pot of `{account}` below zero", p.delta, p.pot),
+        ));
+    }
+    pots.insert(account.to_string(), moved);
+    Ok(())
+}
+
+/// Inserts ledger entries, in order, with one statement.
+pub(super) async fn insert_entries<'p>(
+    tx: &impl GenericClient,
+    postings: impl Iterator<Item = &'p Posting>,
+) -> Result<(), StoreError> {
+    let postings: Vec<&Posting> = postings.collect();
+    if postings.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = postings.iter().map(|p| p.account.as_str()).collect();
+    let kinds = postings.iter().map(|p| name_of(&p.kind)).collect::<Result<Vec<_>, _>>()?;
+    let pots = postings.iter().map(|p| name_of(&p.pot)).collect::<Result<Vec<_>, _>>()?;
+    let deltas: Vec<i64> = postings.iter().map(|p| p.delta).collect();
+    let tasks: Vec<Option<&str>> = postings.iter().map(|p| p.task_id.as_deref()).collect();
+    let notes: Vec<&str> = postings.iter().map(|p| p.note.as_str()).collect();
+    let now = chrono::Utc::now().timestamp_millis();
+    tx.execute(
+        "INSERT INTO ledger (account, kind, pot, delta, task_id, at_ms, note) \
+         SELECT account, kind, pot, delta, task_id, $7, note \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) \
+         WITH ORDINALITY AS e(account, kind, pot, delta, task_id, note, n) ORDER BY n",
+        &[&accounts, &kinds, &pots, &deltas, &tasks, &notes, &now],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Writes the pots [`lock_funds`] read and [`move_pots`] moved.
+pub(super) async fn store_funds(tx: &impl GenericClient, pots: &BTreeMap<String, Funds>) -> Result<(), StoreError> {
+    let accounts: Vec<&str> = pots.keys().map(String::as_str).collect();
+    let column = |pot: fn(&Funds) -> i64| pots.values().map(pot).collect::<Vec<i64>>();
+    let (free_trial, plan, balance) = (column(|f| f.free_trial), column(|f| f.plan), column(|f| f.balance));
+    tx.execute(
+        "UPDATE funds SET free_trial = u.free_trial, plan = u.plan, balance = u.balance \
+         FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(account, free_trial, plan, balance) \
+         WHERE funds.account = u.account",
+        &[&accounts, &free_trial, &plan, &balance],
+    )
+    .await
+    .map_err(db_error)?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@
 //! switches) are announced with `NOTIFY` (`changes`).
 
 mod accounts;
+mod batch;
 mod changes;
 mod import;
 mod ledger;
@@ -88,6 +89,9 @@ pub struct Store {
     keys: Arc<KeyCache>,
     rates: Arc<rates::Rates>,
     changes: changes::Changes,
+    batcher: batch::Batcher,
+    /// The tasks the last claim gave this replica's poller.
+    taken: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Store {
@@ -131,7 +135,9 @@ impl Store {
             drop(client);
             replica.start_beating(pool.clone());
             let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
-            Ok(Store { pool, max_in_flight, replica, keys, rates: Arc::default(), changes })
+            let batcher = batch::Batcher::start(pool.clone());
+            let (rates, taken) = (Arc::default(), Arc::default());
+            Ok(Store { pool, max_in_flight, replica, keys, rates, changes, batcher, taken })
         })
         .await
     }
@@ -374,12 +380,9 @@ impl Storage for Store {
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError> {
         let fence = matches!(task, TaskRef::Polled(_)).then(|| self.replica.id.clone());
-        let task_id = task.task_id().to_string();
-        let expected = expected.to_vec();
-        self.with(move |mut client| async move {
-            tasks::change(&mut client, &task_id, &expected, fence.as_deref(), change).await
-        })
-        .await
+        let target = batch::Target { task_id: task.task_id().to_string(), expected: expected.to_vec(), fence };
+        let batcher = self.batcher.clone();
+        on_runtime(async move { batcher.write(target, change).await }).await
     }
 
     async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
@@ -389,8 +392,15 @@ impl Storage for Store {
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        let replica = self.replica.id.clone();
-        self.with(move |client| async move { replicas::claim(&client, &replica).await }).await
+        let (replica, taken) = (self.replica.id.clone(), self.taken.clone());
+        let acknowledged = std::mem::take(&mut *taken.lock().unwrap_or_else(|e| e.into_inner()));
+        let claimed =
+            self.with(move |client| async move { replicas::claim(&client, &replica, &acknowledged).await }).await;
+        // What this claim gives is acknowledged by the next one, once the poller has it.
+        if let Ok(tasks) = &claimed {
+            *self.taken.lock().unwrap_or_else(|e| e.into_inner()) = tasks.iter().map(|t| t.task_id.clone()).collect();
+        }
+        claimed
     }
 
     async fn abandoned(&self, task: &TaskRecord, _: i64) -> Result<bool, StoreError> {

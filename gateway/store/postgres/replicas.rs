@@ -144,29 +144,38 @@ impl Replica {
     }
 }
 
-/// Takes the tasks handed to `replica`, and leases to it the live tasks whose lease ran out (their replica
-/// stopped beating) or that never had one, oldest due first. Only those are looked at (`tasks_handed_over`,
-/// `tasks_by_lease`): the tasks of live replicas cost the claim nothing.
-pub(super) async fn claim(client: &Object, replica: &str) -> Result<Vec<TaskRecord>, StoreError> {
+/// The tasks `replica` is to poll from now on: those handed to it, and the live tasks whose lease ran out
+/// (their replica stopped beating) or that never had one, which it leases, oldest due first. Only those
+/// are looked at (`tasks_handed_over`, `tasks_by_lease`): the tasks of live replicas cost the claim nothing.
+///
+/// A task stays flagged as handed over until a later claim is told (`taken`) that its poller has it: an
+/// answer lost on the way (the database stopped as it committed) is given again by the next claim.
+pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> Result<Vec<TaskRecord>, StoreError> {
     let now = crate::clock::now_ms();
-    let handed = client
-        .query(
-            "UPDATE tasks SET handed_over = false WHERE lease_owner = $1 AND handed_over RETURNING record",
-            &[&replica],
-        )
-        .await
-        .map_err(db_error)?;
-    let orphaned = client
-        .query(
-            "UPDATE tasks SET lease_owner = $1, handed_over = false WHERE task_id IN (SELECT task_id FROM tasks \
+    if !taken.is_empty() {
+        client
+            .execute(
+                "UPDATE tasks SET handed_over = false WHERE task_id = ANY($1) AND lease_owner = $2",
+                &[&taken, &replica],
+            )
+            .await
+            .map_err(db_error)?;
+    }
+    client
+        .execute(
+            "UPDATE tasks SET lease_owner = $1, handed_over = true WHERE task_id IN (SELECT task_id FROM tasks \
              WHERE status IN ('queued', 'running') AND (lease_owner IS NULL \
              OR lease_owner IN (SELECT id FROM replicas WHERE seen_ms < $2)) \
-             ORDER BY next_poll_ms LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING record",
+             ORDER BY next_poll_ms LIMIT $3 FOR UPDATE SKIP LOCKED)",
             &[&replica, &(now - LEASE_MS), &CLAIM_AT_MOST],
         )
         .await
         .map_err(db_error)?;
-    handed.iter().chain(&orphaned).map(|row| decode(row.get(0))).collect()
+    let handed = client
+        .query("SELECT record FROM tasks WHERE lease_owner = $1 AND handed_over LIMIT $2", &[&replica, &CLAIM_AT_MOST])
+        .await
+        .map_err(db_error)?;
+    handed.iter().map(|row| decode(row.get(0))).collect()
 }
 
 /// Whether the replica that submitted the task has stopped, as far as `replica` can tell: it is another one,

@@ -119,23 +119,6 @@ pub(super) async fn get(client: &Object, task_id: &str) -> Result<Option<TaskRec
     row.map(|row| decode(row.get(0))).transpose()
 }
 
-/// Applies `change` if the task is still in one of `expected` and, with a `fence`, still leased to that
-/// replica (a lease that ran out stays its holder's until another replica claims the task): the row is
-/// locked, its status (and lease holder) compared, and a change to a terminal state settles the task's money
-/// in the same transaction.
-pub(super) async fn change(
-    client: &mut Object,
-    task_id: &str,
-    expected: &[TaskStatus],
-    fence: Option<&str>,
-    change: TaskChange,
-) -> Result<Option<TaskRecord>, StoreError> {
-    let tx = client.transaction().await.map_err(db_error)?;
-    let Some(task) = change_in(&tx, task_id, expected, fence, change).await? else { return Ok(None) };
-    tx.commit().await.map_err(db_error)?;
-    Ok(Some(task))
-}
-
 /// Records the upstream's acceptance of a queued task `replica` submitted (`change` sets its upstream task
 /// id), and hands the task to the replica whose turn its creation time falls in, if that is another one.
 pub(super) async fn forwarded(
@@ -145,7 +128,18 @@ pub(super) async fn forwarded(
     change: TaskChange,
 ) -> Result<Option<Forwarded>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    let Some(task) = change_in(&tx, task_id, &[TaskStatus::Queued], None, change).await? else { return Ok(None) };
+    let statement =
+        tx.prepare_cached("SELECT record FROM tasks WHERE task_id = $1 FOR UPDATE").await.map_err(db_error)?;
+    let Some(row) = tx.query_opt(&statement, &[&task_id]).await.map_err(db_error)? else { return Ok(None) };
+    let mut task: TaskRecord = decode(row.get(0))?;
+    if task.status != TaskStatus::Queued {
+        return Ok(None);
+    }
+    change(&mut task);
+    if task.status.is_terminal() {
+        return Err(StoreError::new("a forward's change may not end its task (task changes settle an end)"));
+    }
+    write(&tx, &task, None).await?;
     let poller = replica.poller_for(task.created_ms);
     let polled_here = poller == replica.id;
     if !polled_here {
@@ -157,41 +151,6 @@ pub(super) async fn forwarded(
     }
     tx.commit().await.map_err(db_error)?;
     Ok(Some(Forwarded { task, polled_here }))
-}
-
-/// [`change`] within `tx`; `None` (nothing written) when the task is missing, moved on, or fenced off.
-async fn change_in(
-    tx: &Transaction<'_>,
-    task_id: &str,
-    expected: &[TaskStatus],
-    fence: Option<&str>,
-    change: TaskChange,
-) -> Result<Option<TaskRecord>, StoreError> {
-    let statement = tx
-        .prepare_cached("SELECT record, lease_owner IS NOT DISTINCT FROM $2 FROM tasks WHERE task_id = $1 FOR UPDATE")
-        .await
-        .map_err(db_error)?;
-    let Some(row) = tx.query_opt(&statement, &[&task_id, &fence]).await.map_err(db_error)? else {
-        return Ok(None);
-    };
-    let mut task: TaskRecord = decode(row.get(0))?;
-    let leased: bool = row.get(1);
-    if !expected.contains(&task.status) || (fence.is_some() && !leased) {
-        return Ok(None);
-    }
-    change(&mut task);
-    if task.status.is_terminal() {
-        let uncounted = tx
-            .prepare_cached("UPDATE accounts SET in_flight = in_flight - 1 WHERE name = $1 AND in_flight > 0")
-            .await
-            .map_err(db_error)?;
-        tx.execute(&uncounted, &[&task.account]).await.map_err(db_error)?;
-        if let Some(postings) = task.settle() {
-            ledger::append(tx, &postings).await?;
-        }
-    }
-    write(tx, &task, None).await?;
-    Ok(Some(task))
 }
 
 pub(super) async fn idempotency(client: &Object, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
