@@ -86,29 +86,54 @@ pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<
             .map_err(db_error)?;
         }
     }
-    if !new.status.is_terminal() {
+    // The account's rows are locked from here to the commit, so the statements on them go out together.
+    let count = async {
+        if new.status.is_terminal() {
+            return Ok(true);
+        }
         let counted = tx
             .prepare_cached("UPDATE accounts SET in_flight = in_flight + 1 WHERE name = $1 AND in_flight < $2")
             .await
             .map_err(db_error)?;
-        if tx.execute(&counted, &[&new.account, &cap]).await.map_err(db_error)? == 0 {
-            return Ok(Inserted::TooManyTasks(usize::try_from(cap).unwrap_or_default()));
+        Ok::<_, StoreError>(tx.execute(&counted, &[&new.account, &cap]).await.map_err(db_error)? == 1)
+    };
+    let funds = async {
+        match hold {
+            Some(_) => ledger::lock_funds(&tx, &[new.account.as_str()]).await.map(Some),
+            None => Ok(None),
         }
+    };
+    let (counted, pots) = tokio::try_join!(count, funds)?;
+    if !counted {
+        return Ok(Inserted::TooManyTasks(usize::try_from(cap).unwrap_or_default()));
     }
-    if let Some(hold) = hold {
-        // The money decision: the account's row locked, billing's funding order over what it holds.
-        let funds = ledger::funds(&tx, &new.account, true).await?.unwrap_or_default();
+    let mut held = None;
+    if let (Some(hold), Some(mut pots)) = (hold, pots) {
+        // The money decision: the account's pots locked, billing's funding order over what they hold.
+        let funds = pots.get(&new.account).copied().unwrap_or_default();
         let split = match plan_hold(&funds, hold.amount, hold.trial_only) {
             Ok(split) => split,
             Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
         };
         let postings = hold_postings(&new.account, &new.task_id, &new.model, &split);
-        ledger::append(&tx, &postings).await?;
+        for posting in &postings {
+            ledger::move_pots(&mut pots, posting)?;
+        }
         if let Some(billing) = new.billing.as_mut() {
             billing.hold = split;
         }
+        held = Some((postings, pots));
     }
-    write(&tx, &new, Some(replica)).await?;
+    let money = async {
+        match &held {
+            Some((postings, pots)) => {
+                tokio::try_join!(ledger::insert_entries(&tx, postings.iter()), ledger::store_funds(&tx, pots))
+                    .map(|_| ())
+            }
+            None => Ok(()),
+        }
+    };
+    tokio::try_join!(money, write(&tx, &new, Some(replica)))?;
     tx.commit().await.map_err(db_error)?;
     Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes: Vec::new() })))
 }
