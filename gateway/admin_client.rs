@@ -48,6 +48,45 @@ pub enum AdminCommand {
     },
     /// Check, on the running gateway, that every pot is the sum of its ledger entries.
     VerifyLedger,
+    /// Webhooks: an account's secret and default endpoint; deliveries, and sending one again.
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum WebhookCommand {
+    /// Give the account a new webhook secret and print it (shown once); the old one keeps signing until it
+    /// retires (`webhooks.old_secret_seconds`).
+    Rotate {
+        /// The account's name.
+        account: String,
+    },
+    /// Set where the account's task ends go when a submission names no `callback_url` (no URL: nowhere).
+    Endpoint {
+        /// The account's name.
+        account: String,
+        /// An http or https URL.
+        url: Option<String>,
+    },
+    /// Deliveries, newest first, with their attempts.
+    Deliveries {
+        #[arg(long)]
+        account: Option<String>,
+        #[arg(long)]
+        task_id: Option<String>,
+        /// pending, delivered, failed or disabled.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Send a delivery again now, with the same `webhook-id`.
+    Replay {
+        /// The delivery's id (`msg_…`).
+        id: String,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -188,6 +227,21 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
             ModelCommand::Disable { model } => (format!("/models/{model}/disable"), Some(json!({}))),
         },
         AdminCommand::VerifyLedger => ("/ledger/verify".into(), None),
+        AdminCommand::Webhook { command } => match command {
+            WebhookCommand::Rotate { account } => (format!("/accounts/{account}/webhook-secret"), Some(json!({}))),
+            WebhookCommand::Endpoint { account, url } => {
+                (format!("/accounts/{account}/webhook-endpoint"), Some(json!({"url": url})))
+            }
+            WebhookCommand::Deliveries { account, task_id, state, limit } => {
+                let mut query = Vec::new();
+                query.extend(account.map(|a| format!("account={a}")));
+                query.extend(task_id.map(|t| format!("task_id={t}")));
+                query.extend(state.map(|s| format!("state={s}")));
+                query.extend(limit.map(|l| format!("limit={l}")));
+                (format!("/webhooks/deliveries?{}", query.join("&")), None)
+            }
+            WebhookCommand::Replay { id } => (format!("/webhooks/deliveries/{id}/replay"), Some(json!({}))),
+        },
     };
     let agent = agent(url, ca_file)?;
     let url = format!("{base}{path}");

@@ -32,6 +32,42 @@ pub struct Config {
     pub tls: Option<ListenerTls>,
     /// Where durable state lives: the embedded store in `data_dir` unless a PostgreSQL URL is given.
     pub store: StoreConfig,
+    pub webhooks: WebhooksConfig,
+}
+
+/// Deliveries of task ends to clients' endpoints (Standard Webhooks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Whether deliveries are sent; when off, they are still queued, and sent once it is on again.
+    pub enabled: bool,
+    /// Accept endpoints at private, loopback and link-local addresses (tests, private networks).
+    pub allow_private_callbacks: bool,
+    /// Wait before each retry after a failed attempt (milliseconds): the specification's example schedule
+    /// by default, about a day in all. After the last, the delivery has failed.
+    pub retry_delays_ms: Vec<u64>,
+    /// How long a rotated-out secret keeps signing (seconds), so receivers can switch at their pace.
+    pub old_secret_seconds: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> WebhooksConfig {
+        const MINUTE: u64 = 60_000;
+        WebhooksConfig {
+            enabled: true,
+            allow_private_callbacks: false,
+            retry_delays_ms: vec![
+                5_000,
+                5 * MINUTE,
+                30 * MINUTE,
+                120 * MINUTE,
+                300 * MINUTE,
+                600 * MINUTE,
+                600 * MINUTE,
+            ],
+            old_secret_seconds: 24 * 3600,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -158,6 +194,7 @@ impl Default for Config {
             finished_task_cache_bytes: 64 * 1024 * 1024,
             tls: None,
             store: StoreConfig::default(),
+            webhooks: WebhooksConfig::default(),
         }
     }
 }

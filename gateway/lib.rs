@@ -22,3 +22,4 @@ pub mod tasks;
 pub mod tls;
 pub mod upstream;
 pub mod validate;
+pub mod webhooks;

@@ -44,6 +44,7 @@ struct Metrics {
     tasks_in_flight: Gauge,
     poll_lag: Histogram,
     usage_unusable: Counter,
+    webhook_attempts: Family<KindLabels, Counter>,
 }
 
 fn metrics() -> &'static Metrics {
@@ -61,6 +62,12 @@ fn metrics() -> &'static Metrics {
         let tasks_in_flight = Gauge::default();
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let usage_unusable = Counter::default();
+        let webhook_attempts = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "webhook_attempts",
+            "Webhook delivery attempts by outcome: delivered, retry (failed, another attempt is scheduled), failed (the last), disabled (410 Gone)",
+            webhook_attempts.clone(),
+        );
         registry.register(
             "upstream_usage_unusable",
             "Finished tasks whose upstream usage made no sense (negative, non-numeric, beyond the request), priced as quoted",
@@ -89,6 +96,7 @@ fn metrics() -> &'static Metrics {
             tasks_in_flight,
             poll_lag,
             usage_unusable,
+            webhook_attempts,
         }
     })
 }
@@ -132,6 +140,10 @@ pub fn task_unrecorded() {
 
 pub fn usage_unusable() {
     metrics().usage_unusable.inc();
+}
+
+pub fn webhook_attempt(outcome: &'static str) {
+    metrics().webhook_attempts.get_or_create(&KindLabels::of(outcome)).inc();
 }
 
 pub fn poll_lag(ms: i64) {

@@ -31,6 +31,7 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let config = state.config.clone();
     actix_web::rt::spawn(crate::tasks::poller::run(state.clone()));
+    actix_web::rt::spawn(crate::webhooks::run(state.clone()));
     actix_web::rt::spawn(follow_switches(state.clone()));
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {

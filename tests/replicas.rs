@@ -408,6 +408,7 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
         usage: None,
         error: None,
         billing: None,
+        callback_url: None,
     };
     let added = runtime.block_on(stalled.add_task(task, None, None, Commit::Durable)).unwrap();
     assert!(matches!(added, Inserted::Stored(_)));
@@ -483,6 +484,7 @@ fn replicas_take_turns_at_polling_by_creation_time() {
             usage: None,
             error: None,
             billing: None,
+            callback_url: None,
         };
         let added = runtime.block_on(submitter.add_task(task, None, None, Commit::Durable)).unwrap();
         assert!(matches!(added, Inserted::Stored(_)));

@@ -120,6 +120,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         usage: None,
         error: None,
         billing: Some(billing),
+        callback_url: None,
     }
 }
 

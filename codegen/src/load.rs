@@ -101,6 +101,17 @@ impl Spec {
                 return Err(SpecErrors(errors));
             }
         };
+        for (name, op) in operations.iter_mut() {
+            for (field, spec) in &endpoints.submission_fields {
+                if op.fields.insert(field.clone(), spec.clone()).is_some() {
+                    errors.push(at(
+                        &operation_files[name],
+                        1,
+                        format!("field `{field}` is a submission field of every operation (endpoints.yaml)"),
+                    ));
+                }
+            }
+        }
         let spec = Spec { endpoints, upstream, operations, models, files };
         let mut check = Checker { spec: &spec, errors };
         check.endpoints(&endpoints_path);

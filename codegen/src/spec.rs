@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct EndpointsFile {
     pub endpoints: Vec<Endpoint>,
+    /// Gateway fields every submission may carry, whatever its operation (never sent upstream).
+    #[serde(default)]
+    pub submission_fields: BTreeMap<String, Field>,
 }
 
 /// One public submit route and the operations it accepts.

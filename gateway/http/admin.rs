@@ -28,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         mount(cfg, "/models", vec![("GET", web::get().to(models))]);
         mount(cfg, "/models/{model}/{switch}", vec![("POST", web::post().to(switch_model))]);
         mount(cfg, "/ledger/verify", vec![("GET", web::get().to(verify))]);
+        super::admin_webhooks::configure(cfg);
     }));
 }
 
@@ -80,7 +81,7 @@ struct Plan {
     allowance: i64,
 }
 
-async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
+pub(super) async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
     match state.store.account(account).await? {
         Some(_) => Ok(()),
         None => {

@@ -1,6 +1,7 @@
 //! The HTTP edge: middleware, extractors and routes.
 
 pub mod admin;
+mod admin_webhooks;
 pub mod auth;
 pub mod models;
 pub mod ops;

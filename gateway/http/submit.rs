@@ -52,8 +52,10 @@ pub async fn submit(
     state.limits.reserve(caller.account())?;
     // Given back unless the task is accepted (then the task's end gives it back).
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
+    let callback_url = callback_url(&state, caller.account(), &admitted).await?;
     let mut task =
         tasks::new_task(caller.account(), caller.key_prefix(), &admitted, request_id, state.config.max_task_seconds);
+    task.callback_url = callback_url;
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.config.billing.equivalent_micros_per_million_tokens;
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
@@ -105,6 +107,21 @@ pub async fn submit(
         let task = tasks::forward_async(&state, task, &admitted).await?;
         Ok(accepted(endpoint, &task))
     }
+}
+
+/// The submission's `callback_url`, once it is known to be a URL deliveries may go to and the account can
+/// sign them.
+async fn callback_url(state: &AppState, account: &str, admitted: &Admitted) -> Result<Option<String>, ApiError> {
+    let Some(Value::String(url)) = admitted.body.get("callback_url") else { return Ok(None) };
+    let refused = |message: String| ApiError::new(ErrorCode::invalid_parameter, message).with_param("callback_url");
+    crate::webhooks::callbacks::check(url, state.config.webhooks.allow_private_callbacks).await.map_err(refused)?;
+    let settings = state.store.webhook_settings(account).await?.unwrap_or_default();
+    if settings.signing_secrets(crate::clock::now_ms()).next().is_none() {
+        return Err(refused(format!(
+            "Account `{account}` has no webhook secret to sign deliveries with yet; ask the operator for one."
+        )));
+    }
+    Ok(Some(url.clone()))
 }
 
 /// The answer to a request its account cannot fund.

@@ -13,6 +13,7 @@ mod listing;
 pub mod postgres;
 mod records;
 mod usage;
+mod webhooks;
 
 pub use crate::billing::audit::LedgerReport;
 pub use copy::{Copied, copy};
@@ -23,6 +24,7 @@ pub use records::{
     TaskRecord, TaskRef, TaskResult, TaskStatus, hash_key, new_key,
 };
 pub use usage::{UsageFilter, UsageRecord};
+pub use webhooks::{Attempt, Delivery, DeliveryFilter, DeliveryState, WebhookSecret, WebhookSettings, event_of};
 
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use serde::{Serialize, de::DeserializeOwned};
@@ -54,6 +56,8 @@ pub struct Export {
 
 /// A change to a live task, applied by [`Storage::change_task`] if the task is still as expected.
 pub type TaskChange = Box<dyn FnOnce(&mut TaskRecord) + Send>;
+/// A change to an account's webhook settings, applied inside the write.
+pub type SettingsChange = Box<dyn FnOnce(&mut WebhookSettings) + Send>;
 
 /// What the gateway asks of its durable state. Every write is applied whole or not at all, and is durable
 /// (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
@@ -154,6 +158,25 @@ pub trait Storage: Send + Sync {
     fn poll_share(&self) -> Option<u32>;
     /// The idempotency record stored under `key`.
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    // Webhooks.
+
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError>;
+    /// Applies `change` to the account's webhook settings (empty ones if it has none yet), in one write;
+    /// resolves to the settings as written.
+    async fn change_webhook_settings(
+        &self,
+        account: &str,
+        change: SettingsChange,
+    ) -> Result<WebhookSettings, StoreError>;
+    /// Pending deliveries due by `now_ms`, oldest due first, at most `limit`; where processes share the
+    /// store, each is leased to this one for a while, so that one process attempts it at a time.
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError>;
+    /// Writes a delivery as it stands now (after an attempt, or replayed).
+    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError>;
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
+    /// The deliveries `filter` keeps, newest first.
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError>;
 
     // Model switches.
 

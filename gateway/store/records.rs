@@ -184,6 +184,10 @@ pub struct TaskRecord {
     /// Billing state of the task (hold, settlement), owned by the billing module.
     #[serde(default)]
     pub billing: Option<crate::billing::TaskBilling>,
+    /// Where the task's end is delivered (the submission's `callback_url`), if not to its account's
+    /// default endpoint.
+    #[serde(default)]
+    pub callback_url: Option<String>,
 }
 
 impl TaskRecord {

@@ -55,6 +55,7 @@ pub fn new_task(
         usage: None,
         error: None,
         billing: None,
+        callback_url: None,
     }
 }
 

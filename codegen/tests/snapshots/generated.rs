@@ -90,6 +90,9 @@ impl OperationId {
 pub struct BackgroundRequest {
     ///Subject product image.
     pub base_image_url: serde_json::Value,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Public model id from GET /v1/models.
     pub model: String,
     ///Background-generation version; `v3` recommended.
@@ -248,6 +251,9 @@ impl BackgroundRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Image to edit (URL or an upstream-accepted encoding).
     pub image: serde_json::Value,
     ///Public model id from GET /v1/models.
@@ -378,6 +384,9 @@ pub struct EraseRequest {
     ///Add the upstream watermark (upstream default true).
     #[serde(default)]
     pub add_watermark: Option<bool>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Dilate the mask to avoid edge leaks.
     #[serde(default)]
     pub dilate_flag: Option<bool>,
@@ -478,6 +487,9 @@ impl EraseRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct I2iRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///1-3 input images (URL or base64 data URL), in prompt order.
     pub images: Vec<String>,
     ///Public model id from GET /v1/models.
@@ -611,6 +623,9 @@ pub struct I2vRequest {
     ///Input audio the video is synchronised to.
     #[serde(default)]
     pub audio_url: Option<String>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds; the range depends on the model.
     #[serde(default)]
     pub duration: Option<i64>,
@@ -810,6 +825,9 @@ impl I2vRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InpaintRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Image to edit (URL or an upstream-accepted encoding).
     pub image: serde_json::Value,
     ///Mask; the white area is repainted.
@@ -949,6 +967,9 @@ impl InpaintRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Kf2vRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length; fixed at 5 s.
     #[serde(default)]
     pub duration: Option<i64>,
@@ -1136,6 +1157,9 @@ pub struct OutpaintRequest {
     ///Pixels to add at the bottom.
     #[serde(default)]
     pub bottom_offset: Option<i64>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///The original image.
     pub image_url: serde_json::Value,
     ///Pixels to add on the left.
@@ -1326,6 +1350,9 @@ pub struct PosterRequest {
     ///Body copy.
     #[serde(default)]
     pub body_text: Option<String>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Let the upstream lay the title out creatively.
     #[serde(default)]
     pub creative_title_layout: Option<bool>,
@@ -1576,6 +1603,9 @@ pub struct R2vRequest {
     ///Input audio URL.
     #[serde(default)]
     pub audio_url: Option<String>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds: 2-10; the 2.7 family allows up to 15 without a video reference.
     #[serde(default)]
     pub duration: Option<i64>,
@@ -1790,6 +1820,9 @@ impl R2vRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SegmentationRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Dilate the mask to avoid edge leaks.
     #[serde(default)]
     pub dilate_flag: Option<bool>,
@@ -1836,6 +1869,9 @@ impl SegmentationRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShoemodelRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Public model id from GET /v1/models.
     pub model: String,
     ///Output count.
@@ -1906,6 +1942,9 @@ impl ShoemodelRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SketchRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Public model id from GET /v1/models.
     pub model: String,
     ///Output count.
@@ -2033,6 +2072,9 @@ impl SketchRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StyleRepaintRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///The person image.
     pub image_url: serde_json::Value,
     ///Public model id from GET /v1/models.
@@ -2091,6 +2133,9 @@ impl StyleRepaintRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct T2iRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Public model id from GET /v1/models.
     pub model: String,
     ///Number of images.
@@ -2212,6 +2257,9 @@ pub struct T2vRequest {
     ///Input audio; the video is synchronised to it.
     #[serde(default)]
     pub audio_url: Option<String>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds; the range depends on the model.
     #[serde(default)]
     pub duration: Option<i64>,
@@ -2393,6 +2441,9 @@ impl VaceRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VaceImageReferenceRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds (at most 5).
     #[serde(default)]
     pub duration: Option<i64>,
@@ -2536,6 +2587,9 @@ impl VaceImageReferenceRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VaceVideoEditRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds (at most 5).
     #[serde(default)]
     pub duration: Option<i64>,
@@ -2739,6 +2793,9 @@ impl VaceVideoEditRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VaceVideoExtensionRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds (at most 5).
     #[serde(default)]
     pub duration: Option<i64>,
@@ -2918,6 +2975,9 @@ pub struct VaceVideoOutpaintingRequest {
     ///Expansion ratio downward.
     #[serde(default)]
     pub bottom_scale: Option<f64>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Output length in seconds (at most 5).
     #[serde(default)]
     pub duration: Option<i64>,
@@ -3103,6 +3163,9 @@ impl VaceVideoOutpaintingRequest {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VaceVideoRepaintingRequest {
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Feature extraction for repainting.
     pub control_condition: String,
     ///Output length in seconds (at most 5).
@@ -3284,6 +3347,9 @@ pub struct VirtualmodelRequest {
     ///How strongly the background reference is followed (virtualmodel-v2).
     #[serde(default)]
     pub bgstyle_scale: Option<f64>,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///Face reference image (alphax-virtualmodel).
     #[serde(default)]
     pub face_image_url: Option<serde_json::Value>,
@@ -3492,6 +3558,9 @@ impl VirtualmodelRequest {
 pub struct XpaintingRequest {
     ///Source image (URL only).
     pub base_image_url: String,
+    ///Where to POST the task's end (a Standard Webhooks delivery signed with the account's webhook secret): http or https, not a private, loopback or link-local address.
+    #[serde(default)]
+    pub callback_url: Option<String>,
     ///RGB colors treated as mask.
     #[serde(default)]
     pub mask_color: Option<Vec<serde_json::Value>>,

@@ -46,6 +46,7 @@ mod tasks;
 mod threads;
 mod tx;
 mod wal;
+mod webhooks;
 mod writer;
 
 pub use earmarks::Earmark;
@@ -347,9 +348,14 @@ mod tests {
         let bytes = encode(&task).unwrap();
         assert_eq!(serde_json::to_value(decode::<TaskRecord>(&bytes).unwrap()).unwrap(), as_written);
         // A field added later at the end (`#[serde(default)]`) is missing from older records: they still read.
+        let mut task = settled_task();
+        task.callback_url = Some("https://hooks.example/mediagate".into());
+        let as_written = serde_json::to_value(&task).unwrap();
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
-        assert_eq!(older.pop(), Some(as_written["billing"].clone()));
-        assert!(decode::<TaskRecord>(&encode(&older).unwrap()).unwrap().billing.is_none());
+        assert_eq!(older.pop(), Some(as_written["callback_url"].clone()));
+        let read = decode::<TaskRecord>(&encode(&older).unwrap()).unwrap();
+        assert_eq!(read.callback_url, None);
+        assert_eq!(serde_json::to_value(read.billing).unwrap(), as_written["billing"]);
     }
 
     /// Each settled task is one line of the usage log, dated when it ended, oldest first; a task with no

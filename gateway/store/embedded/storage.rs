@@ -7,7 +7,10 @@ use super::{
     TaskRecord, TaskRef, TaskStatus,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
-use crate::store::{Forwarded, LedgerReport, Storage, TaskChange, TaskQuery, UsageFilter};
+use crate::store::{
+    Delivery, DeliveryFilter, Forwarded, LedgerReport, SettingsChange, Storage, TaskChange, TaskQuery, UsageFilter,
+    WebhookSettings,
+};
 use std::sync::Arc;
 
 /// Runs one of the store's blocking calls off the async worker.
@@ -163,6 +166,34 @@ impl Storage for Store {
 
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         Store::idempotency(self, key)
+    }
+
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
+        Store::webhook_settings(self, account)
+    }
+
+    async fn change_webhook_settings(
+        &self,
+        account: &str,
+        change: SettingsChange,
+    ) -> Result<WebhookSettings, StoreError> {
+        Store::change_webhook_settings(self, account, change).await
+    }
+
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+        Store::due_deliveries(self, now_ms, limit)
+    }
+
+    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
+        Store::save_delivery(self, delivery).await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        Store::delivery(self, id)
+    }
+
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        Store::deliveries(self, &filter)
     }
 
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {

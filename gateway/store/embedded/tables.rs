@@ -10,6 +10,12 @@ pub(crate) const MODEL_SWITCHES: TableDefinition<&str, bool> = TableDefinition::
 pub(crate) const TASKS: TableDefinition<&str, &[u8]> = TableDefinition::new("tasks");
 /// Every task by account, creation time and id, for listing an account's tasks newest first.
 pub(crate) const TASKS_BY_ACCOUNT: TableDefinition<(&str, i64, &str), ()> = TableDefinition::new("tasks_by_account");
+/// Each account's webhook settings (secrets, default endpoint), by account.
+pub(crate) const WEBHOOK_SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("webhook_settings");
+/// Deliveries of task ends to webhook endpoints, by id (time-ordered).
+pub(crate) const DELIVERIES: TableDefinition<&str, &[u8]> = TableDefinition::new("deliveries");
+/// Ids of the deliveries still pending.
+pub(crate) const PENDING_DELIVERIES: TableDefinition<&str, ()> = TableDefinition::new("pending_deliveries");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
@@ -73,7 +79,7 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 10;
+pub(crate) const COUNT: usize = 13;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
@@ -87,6 +93,9 @@ pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
     &ACCOUNTS,
     &MODEL_SWITCHES,
     &TASKS_BY_ACCOUNT,
+    &WEBHOOK_SETTINGS,
+    &DELIVERIES,
+    &PENDING_DELIVERIES,
 ];
 
 /// The position in [`ALL`] of the table named `name`.

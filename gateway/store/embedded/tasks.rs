@@ -63,7 +63,9 @@ impl Store {
             }
             let bytes = encode(&new)?;
             insert_new(tx, &new, &bytes)?;
-            if !new.status.is_terminal() {
+            if new.status.is_terminal() {
+                super::webhooks::enqueue(tx, &new)?;
+            } else {
                 tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
             Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes })))
@@ -105,6 +107,7 @@ impl Store {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
             settle(tx, &earmarks, &mut task, Some(earmark))?;
+            super::webhooks::enqueue(tx, &task)?;
             insert_new(tx, &task, &encode(&task)?)?;
             Ok(task)
         })
@@ -170,8 +173,10 @@ impl Store {
             change(&mut task);
             if task.status.is_terminal() {
                 tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
-                // Settlement rides in the transaction that makes the task terminal: exactly once.
+                // Settlement rides in the transaction that makes the task terminal: exactly once; so does
+                // the delivery of its end.
                 settle(tx, &earmarks, &mut task, None)?;
+                super::webhooks::enqueue(tx, &task)?;
             }
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(Some(task))

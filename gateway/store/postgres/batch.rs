@@ -162,6 +162,9 @@ async fn write(
 
     let written: Vec<&TaskRecord> = tasks.values().filter(|l| l.changed).map(|l| &l.task).collect();
     store_tasks(&tx, &written).await?;
+    // Every change that ends a task moves it from a live status: the ends written are these.
+    let finished: Vec<&TaskRecord> = written.iter().copied().filter(|t| t.status.is_terminal()).collect();
+    super::webhooks::enqueue(&tx, &finished).await?;
     ledger::insert_entries(&tx, postings.iter()).await?;
     ledger::store_funds(&tx, &pots).await?;
     uncount(&tx, &ended).await?;

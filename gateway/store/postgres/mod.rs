@@ -21,11 +21,13 @@ mod ledger;
 mod rates;
 mod replicas;
 mod tasks;
+mod webhooks;
 
 use super::keys::KeyCache;
 use super::{
-    Account, Commit, Earmark, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, LedgerReport,
-    Storage, StoreError, TaskChange, TaskQuery, TaskRecord, TaskRef, TaskStatus, UsageFilter,
+    Account, Commit, Delivery, DeliveryFilter, Earmark, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted,
+    KeyRecord, LedgerReport, SettingsChange, Storage, StoreError, TaskChange, TaskQuery, TaskRecord, TaskRef,
+    TaskStatus, UsageFilter, WebhookSettings,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -415,6 +417,37 @@ impl Storage for Store {
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         let key = key.to_string();
         self.with(move |client| async move { tasks::idempotency(&client, &key).await }).await
+    }
+
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { webhooks::settings(&client, &account).await }).await
+    }
+
+    async fn change_webhook_settings(
+        &self,
+        account: &str,
+        change: SettingsChange,
+    ) -> Result<WebhookSettings, StoreError> {
+        let account = account.to_string();
+        self.with(move |mut client| async move { webhooks::change_settings(&mut client, &account, change).await }).await
+    }
+
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+        self.with(move |client| async move { webhooks::due(&client, now_ms, limit).await }).await
+    }
+
+    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
+        self.with(move |client| async move { webhooks::save(&client, &delivery).await }).await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        let id = id.to_string();
+        self.with(move |client| async move { webhooks::get(&client, &id).await }).await
+    }
+
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        self.with(move |client| async move { webhooks::list(&client, &filter).await }).await
     }
 
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {

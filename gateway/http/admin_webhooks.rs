@@ -1,0 +1,133 @@
+//! The admin API's webhook routes: an account's secret (rotated, shown once) and default endpoint, and the
+//! deliveries with their attempts, any of which can be sent again.
+
+use super::admin::{Admin, account_exists};
+use crate::clock::now_ms;
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+use crate::store::{DeliveryFilter, DeliveryState, WebhookSettings};
+use crate::webhooks::{callbacks, signing};
+use actix_web::{HttpResponse, web};
+use serde::Deserialize;
+use serde_json::json;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use super::mount;
+    mount(cfg, "/accounts/{account}/webhook-secret", vec![("POST", web::post().to(rotate_secret))]);
+    mount(cfg, "/accounts/{account}/webhook-endpoint", vec![("POST", web::post().to(set_endpoint))]);
+    mount(cfg, "/webhooks/deliveries", vec![("GET", web::get().to(deliveries))]);
+    mount(cfg, "/webhooks/deliveries/{id}/replay", vec![("POST", web::post().to(replay))]);
+}
+
+/// A new secret signs every delivery from now on; the one it replaces signs too, until it retires.
+async fn rotate_secret(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    account_exists(&state, &account).await?;
+    let secret = signing::new_secret();
+    let now = now_ms();
+    let retire_ms =
+        now.saturating_add(i64::try_from(state.config.webhooks.old_secret_seconds).unwrap_or(i64::MAX / 2) * 1000);
+    let new = secret.clone();
+    let settings = state
+        .store
+        .change_webhook_settings(&account, Box::new(move |s: &mut WebhookSettings| s.rotate(new, now, retire_ms)))
+        .await?;
+    let retiring: Vec<i64> = settings.secrets.iter().filter_map(|s| s.retires_ms).collect();
+    Ok(HttpResponse::Ok().json(json!({
+        "account": account.as_str(),
+        "secret": secret,
+        "note": "Shown once; store it now. Until the old secret retires, both sign every delivery.",
+        "old_secrets_retire_at_ms": retiring,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointBody {
+    /// Where the account's task ends go; `null` for nowhere.
+    url: Option<String>,
+}
+
+/// The account's default endpoint: tasks submitted without a `callback_url` end there.
+async fn set_endpoint(
+    _: Admin,
+    state: web::Data<AppState>,
+    account: web::Path<String>,
+    body: web::Json<EndpointBody>,
+) -> Result<HttpResponse, ApiError> {
+    account_exists(&state, &account).await?;
+    let url = body.into_inner().url;
+    if let Some(url) = &url {
+        callbacks::check(url, state.config.webhooks.allow_private_callbacks)
+            .await
+            .map_err(|message| ApiError::new(ErrorCode::invalid_parameter, message).with_param("url"))?;
+    }
+    let endpoint = url.clone();
+    let settings = state
+        .store
+        .change_webhook_settings(
+            &account,
+            Box::new(move |s: &mut WebhookSettings| {
+                // Set again, an endpoint that was gone is taken as back.
+                s.disabled.retain(|gone| Some(gone) != endpoint.as_ref());
+                s.endpoint = endpoint;
+            }),
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(json!({"account": account.as_str(), "endpoint": settings.endpoint})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveryQuery {
+    account: Option<String>,
+    task_id: Option<String>,
+    state: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Deliveries, newest first, with their attempts.
+async fn deliveries(
+    _: Admin,
+    state: web::Data<AppState>,
+    query: web::Query<DeliveryQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let wanted = query
+        .state
+        .as_deref()
+        .map(|wanted| {
+            DeliveryState::ALL.into_iter().find(|s| s.as_str() == wanted).ok_or_else(|| {
+                let known: Vec<&str> = DeliveryState::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::new(
+                    ErrorCode::invalid_parameter,
+                    format!("Unknown state `{wanted}`; use one of {}.", known.join(", ")),
+                )
+                .with_param("state")
+            })
+        })
+        .transpose()?;
+    let filter = DeliveryFilter {
+        account: query.account,
+        task_id: query.task_id,
+        state: wanted,
+        limit: query.limit.unwrap_or(100).clamp(1, 1000),
+    };
+    let deliveries = state.store.deliveries(filter).await?;
+    state.store.caught_up().await?;
+    Ok(HttpResponse::Ok().json(json!({"deliveries": deliveries})))
+}
+
+/// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
+async fn replay(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let mut delivery = state.store.delivery(&id).await?.ok_or_else(|| {
+        ApiError::new(ErrorCode::not_found, format!("No delivery `{}`.", id.as_str())).with_param("id")
+    })?;
+    delivery.state = DeliveryState::Pending;
+    delivery.next_attempt_ms = now_ms();
+    state.store.save_delivery(delivery.clone()).await?;
+    Ok(HttpResponse::Ok().json(delivery))
+}
