@@ -103,7 +103,7 @@ pub async fn run(state: web::Data<AppState>) {
         return;
     }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
-    actix_web::rt::spawn(claim_orphans(state.clone()));
+    actix_web::rt::spawn(claim_tasks(state.clone()));
     let mut poller = Sweeper::new(state, reports_tx);
     loop {
         for task in poller.state.poller.take_scheduled() {
@@ -138,14 +138,15 @@ async fn read_again(state: web::Data<AppState>, task_id: String) {
     }
 }
 
-/// Takes over the tasks another process stopped polling (where processes share the store).
-async fn claim_orphans(state: web::Data<AppState>) {
+/// Takes the tasks the store gives this process to poll: where processes share it, those handed to this one
+/// and those another process stopped polling.
+async fn claim_tasks(state: web::Data<AppState>) {
     loop {
         actix_web::rt::time::sleep(CLAIM_EVERY).await;
         match state.store.claim().await {
             Ok(tasks) => {
                 if !tasks.is_empty() {
-                    tracing::info!(tasks = tasks.len(), "taking over tasks another process stopped polling");
+                    tracing::debug!(tasks = tasks.len(), "polling tasks claimed from the store");
                 }
                 for task in tasks {
                     state.poller.schedule(task);

@@ -161,7 +161,7 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
             .await
             .map_err(db_error)?;
     }
-    client
+    let taken_over = client
         .execute(
             "UPDATE tasks SET lease_owner = $1, handed_over = true WHERE task_id IN (SELECT task_id FROM tasks \
              WHERE status IN ('queued', 'running') AND (lease_owner IS NULL \
@@ -171,6 +171,9 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
         )
         .await
         .map_err(db_error)?;
+    if taken_over > 0 {
+        tracing::info!(tasks = taken_over, "taking over the tasks of replicas that stopped");
+    }
     let handed = client
         .query("SELECT record FROM tasks WHERE lease_owner = $1 AND handed_over LIMIT $2", &[&replica, &CLAIM_AT_MOST])
         .await
