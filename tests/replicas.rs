@@ -387,29 +387,7 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
     };
     let (stalled, other) = (connect(), connect());
     runtime.block_on(stalled.ensure_account("acme")).unwrap();
-    let now = common::now_ms();
-    let task = TaskRecord {
-        task_id: "task-fenced".into(),
-        request_id: "vid-1".into(),
-        account: "acme".into(),
-        key_prefix: "mg-test".into(),
-        model: "alpha2.6-t2v_t2v".into(),
-        operation: "t2v".into(),
-        media: mediagate::catalog::Media::Video,
-        status: TaskStatus::Queued,
-        created_at: String::new(),
-        created_ms: now,
-        updated_ms: now,
-        finished_ms: None,
-        upstream_task_id: Some("up-1".into()),
-        next_poll_ms: now,
-        deadline_ms: now + 60_000,
-        results: Vec::new(),
-        usage: None,
-        error: None,
-        billing: None,
-        callback_url: None,
-    };
+    let task = queued_task("task-fenced", common::now_ms(), Some("up-1"));
     let added = runtime.block_on(stalled.add_task(task, None, None, Commit::Durable)).unwrap();
     assert!(matches!(added, Inserted::Stored(_)));
     assert!(runtime.block_on(other.claim()).unwrap().is_empty(), "a live lease is not taken over");
@@ -463,29 +441,7 @@ fn replicas_take_turns_at_polling_by_creation_time() {
     let now = common::now_ms();
     let mut polled_here = Vec::new();
     for n in 0..6 {
-        let created_ms = now + n * 10_000;
-        let task = TaskRecord {
-            task_id: format!("task-{n}"),
-            request_id: format!("vid-{n}"),
-            account: "acme".into(),
-            key_prefix: "mg-test".into(),
-            model: "alpha2.6-t2v_t2v".into(),
-            operation: "t2v".into(),
-            media: mediagate::catalog::Media::Video,
-            status: TaskStatus::Queued,
-            created_at: String::new(),
-            created_ms,
-            updated_ms: created_ms,
-            finished_ms: None,
-            upstream_task_id: None,
-            next_poll_ms: created_ms,
-            deadline_ms: created_ms + 600_000,
-            results: Vec::new(),
-            usage: None,
-            error: None,
-            billing: None,
-            callback_url: None,
-        };
+        let task = queued_task(&format!("task-{n}"), now + n * 10_000, None);
         let added = runtime.block_on(submitter.add_task(task, None, None, Commit::Durable)).unwrap();
         assert!(matches!(added, Inserted::Stored(_)));
         let upstream = format!("up-{n}");
@@ -514,5 +470,31 @@ fn replicas_take_turns_at_polling_by_creation_time() {
         assert!(fenced.unwrap().is_none(), "task-{n} was written by the replica not polling it");
         let written = runtime.block_on(poller.change_task(polled(), &live, Commit::Durable, Box::new(running)));
         assert_eq!(written.unwrap().map(|t| t.status), Some(TaskStatus::Running), "task-{n}");
+    }
+}
+
+/// A queued video task of `acme` created at `created_ms`, as a submission stores it.
+fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -> mediagate::store::TaskRecord {
+    mediagate::store::TaskRecord {
+        task_id: task_id.into(),
+        request_id: format!("vid-{task_id}"),
+        account: "acme".into(),
+        key_prefix: "mg-test".into(),
+        model: "alpha2.6-t2v_t2v".into(),
+        operation: "t2v".into(),
+        media: mediagate::catalog::Media::Video,
+        status: mediagate::store::TaskStatus::Queued,
+        created_at: String::new(),
+        created_ms,
+        updated_ms: created_ms,
+        finished_ms: None,
+        upstream_task_id: upstream_task_id.map(String::from),
+        next_poll_ms: created_ms,
+        deadline_ms: created_ms + 600_000,
+        results: Vec::new(),
+        usage: None,
+        error: None,
+        billing: None,
+        callback_url: None,
     }
 }

@@ -96,20 +96,8 @@ async fn deliveries(
     query: web::Query<DeliveryQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
-    let wanted = query
-        .state
-        .as_deref()
-        .map(|wanted| {
-            DeliveryState::ALL.into_iter().find(|s| s.as_str() == wanted).ok_or_else(|| {
-                let known: Vec<&str> = DeliveryState::ALL.iter().map(|s| s.as_str()).collect();
-                ApiError::new(
-                    ErrorCode::invalid_parameter,
-                    format!("Unknown state `{wanted}`; use one of {}.", known.join(", ")),
-                )
-                .with_param("state")
-            })
-        })
-        .transpose()?;
+    let wanted = query.state.as_deref().map(|s| super::one_of("state", s, &DeliveryState::ALL, DeliveryState::as_str));
+    let wanted = wanted.transpose()?;
     let filter = DeliveryFilter {
         account: query.account,
         task_id: query.task_id,

@@ -39,6 +39,23 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
     }
 }
 
+/// The one of `all` named `value` (by `name`), or a 400 naming `param` that lists the names it takes.
+pub fn one_of<T: Copy>(
+    param: &'static str,
+    value: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, ApiError> {
+    all.iter().copied().find(|item| name(*item) == value).ok_or_else(|| {
+        let known: Vec<&str> = all.iter().map(|item| name(*item)).collect();
+        ApiError::new(
+            ErrorCode::invalid_parameter,
+            format!("Unknown {param} `{value}`; use one of {}.", known.join(", ")),
+        )
+        .with_param(param)
+    })
+}
+
 /// Each way a body can be unreadable gets its own code.
 fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     let api = match &error {

@@ -80,16 +80,8 @@ async fn list(
             invalid("limit", format!("`limit` is a whole number from 1 to {PAGE_LIMIT}; got `{limit}`."))
         })?,
     };
-    let status = params
-        .status
-        .as_deref()
-        .map(|status| {
-            TaskStatus::ALL.into_iter().find(|s| s.as_str() == status).ok_or_else(|| {
-                let known: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
-                invalid("status", format!("Unknown status `{status}`; use one of {}.", known.join(", ")))
-            })
-        })
-        .transpose()?;
+    let status = params.status.as_deref().map(|s| super::one_of("status", s, &TaskStatus::ALL, TaskStatus::as_str));
+    let status = status.transpose()?;
     let epoch_ms = |name: &'static str, value: Option<&str>| {
         value
             .map(|v| v.parse::<i64>().map_err(|_| invalid(name, format!("`{name}` is epoch milliseconds; got `{v}`."))))
