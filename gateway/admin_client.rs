@@ -72,13 +72,16 @@ pub enum WebhookCommand {
     },
     /// Deliveries, newest first, with their attempts.
     Deliveries {
+        /// Only this account's deliveries.
         #[arg(long)]
         account: Option<String>,
+        /// Only the deliveries of this task.
         #[arg(long)]
         task_id: Option<String>,
-        /// pending, delivered, failed or disabled.
+        /// Only deliveries in this state: pending, delivered, failed or disabled.
         #[arg(long)]
         state: Option<String>,
+        /// At most this many (default 100).
         #[arg(long)]
         limit: Option<usize>,
     },
