@@ -164,8 +164,29 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
     let acknowledged = acknowledged.into_inner().unwrap();
     assert!(acknowledged.len() >= 50, "only {} tasks acknowledged", acknowledged.len());
     // Every acknowledged task ends exactly once, the same seen from every replica.
+    let database = cluster.url("postgres");
     for task_id in &acknowledged {
-        let ended = replicas.on(2, |demo| demo.wait_terminal_as(&key, task_id, Duration::from_secs(90))).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while replicas.on(2, |demo| demo.get_as(&key, &format!("/v1/tasks/{task_id}"))).unwrap().json["status"]
+            .as_str()
+            .is_some_and(|status| status == "queued" || status == "running")
+        {
+            if Instant::now() > deadline {
+                let row = format!(
+                    "SELECT status, lease_owner, handed_over, submitted_by, upstream_task_id, created_ms, \
+                     next_poll_ms FROM tasks WHERE task_id = '{task_id}'"
+                );
+                let replicas_seen = "SELECT id, seen_ms, takes_handovers FROM replicas";
+                panic!(
+                    "{task_id} never ended at {}: {:?}; replicas {:?}",
+                    common::now_ms(),
+                    common::postgres::query(&database, &row),
+                    common::postgres::query(&database, replicas_seen)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let ended = replicas.on(2, |demo| demo.wait_terminal_as(&key, task_id, Duration::from_secs(5))).unwrap();
         assert!(ended["settlement"].is_object(), "{task_id} ended unsettled: {ended}");
         let elsewhere = replicas.on(0, |demo| demo.get_as(&key, &format!("/v1/tasks/{task_id}"))).unwrap();
         assert_eq!(elsewhere.json["status"], ended["status"], "{task_id}");
@@ -223,6 +244,11 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     };
     let live = keyed(&before).json["task_id"].as_str().unwrap().to_string();
     assert_eq!(before.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);
+    // A webhook secret, and a delivery queued for an endpoint that never answers.
+    assert_eq!(before.admin("/accounts/acme/webhook-secret", Some(&json!({}))).status, 200);
+    let hooked = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 2, "callback_url": "https://93.184.216.34/x"});
+    let hooked = before.post_as(&key, "/v1/videos/generations", &hooked).json["task_id"].as_str().unwrap().to_string();
+    before.wait_terminal_as(&key, &hooked, Duration::from_secs(30));
     let funds = before.funds("acme");
     let usage_lines = |demo: &Demo| std::str::from_utf8(&demo.admin("/usage", None).bytes).unwrap().lines().count();
     let lines = usage_lines(&before);
@@ -240,7 +266,7 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     let copied = copy(&url);
     assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
     let report: Value = serde_json::from_slice(&copied.stdout).unwrap();
-    assert_eq!((report["accounts"].as_u64(), report["tasks"].as_u64()), (Some(1), Some(3)), "{report}");
+    assert_eq!((report["accounts"].as_u64(), report["tasks"].as_u64()), (Some(1), Some(4)), "{report}");
     let again = copy(&url);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&again.stderr));
@@ -254,6 +280,13 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     let disabled = after.post_as(&key, "/v1/images/generations", &json!({"model": "beta-image-plus", "prompt": "a"}));
     assert_eq!(disabled.code(), "model_disabled");
     assert_eq!(usage_lines(&after), lines + 1);
+    // The webhook secret and the delivery moved too.
+    let deliveries = after.admin(&format!("/webhooks/deliveries?task_id={hooked}"), None);
+    assert_eq!(deliveries.json["deliveries"][0]["url"], "https://93.184.216.34/x", "{}", deliveries.json);
+    let signed = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 2, "callback_url": "https://93.184.216.34/y"});
+    let signed = after.post_as(&key, "/v1/videos/generations", &signed);
+    assert_eq!(signed.status, 200, "a secret to sign with: {}", signed.json);
+    after.wait_terminal_as(&key, signed.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
     assert_eq!(after.admin("/ledger/verify", None).json["problems"], json!([]));
     // Every task has ended: the account holds what it was given less what the usage log charged.
     let (trial, plan, balance) = after.funds("acme");

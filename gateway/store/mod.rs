@@ -52,6 +52,8 @@ pub struct Export {
     pub tasks: Vec<TaskRecord>,
     pub idempotency: Vec<(String, IdempotencyRecord)>,
     pub switches: Vec<(String, bool)>,
+    pub webhook_settings: Vec<(String, WebhookSettings)>,
+    pub deliveries: Vec<Delivery>,
 }
 
 /// A change to a live task, applied by [`Storage::change_task`] if the task is still as expected.

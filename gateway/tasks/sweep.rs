@@ -126,7 +126,7 @@ struct Group {
 
 impl Group {
     fn start(task: Due, counts: &Counts) -> Group {
-        // An unknown count closes the group as direct queries.
+        // An unknown count makes the group, and whatever joins it, direct queries.
         let expected = counts.between(second(task.earliest_ms), second(task.latest_ms)).unwrap_or(u64::MAX);
         Group { start_ms: task.earliest_ms, end_ms: task.latest_ms, expected, tasks: vec![task.task] }
     }
@@ -150,7 +150,7 @@ impl Group {
 
     /// A window if its pages cover at least two due tasks each, else direct queries.
     fn close(self, counts: &Counts, plans: &mut Vec<Plan>) {
-        if self.tasks.len() >= 2 && 2 * counts.pages(self.expected) <= self.tasks.len() as u64 {
+        if self.tasks.len() >= 2 && counts.pages(self.expected).saturating_mul(2) <= self.tasks.len() as u64 {
             plans.push(Plan::Window { start_ms: self.start_ms, end_ms: self.end_ms, tasks: self.tasks });
         } else {
             plans.extend(self.tasks.into_iter().map(Plan::Direct));

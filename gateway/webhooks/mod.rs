@@ -27,7 +27,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
 /// Sends due deliveries until the process ends. Call once, on the actix system.
 pub async fn run(state: web::Data<AppState>) {
-    let client = client();
+    let client = client(state.config.webhooks.allow_private_callbacks);
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     loop {
         actix_web::rt::time::sleep(LOOK_EVERY).await;
@@ -55,8 +55,9 @@ pub async fn run(state: web::Data<AppState>) {
     }
 }
 
-fn client() -> awc::Client {
-    let mut connector = awc::Connector::new();
+fn client(allow_private: bool) -> awc::Client {
+    let resolver = actix_tls::connect::Resolver::custom(callbacks::GuardedResolver { allow_private });
+    let mut connector = awc::Connector::new().connector(actix_tls::connect::Connector::new(resolver).service());
     match crate::tls::client_config(None) {
         Ok(tls) => connector = connector.rustls_0_23(tls),
         Err(e) => tracing::warn!(error = %e, "no trusted certificates: https endpoints cannot be reached"),

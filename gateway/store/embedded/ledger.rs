@@ -218,6 +218,13 @@ impl Store {
             let (model, enabled) = row?;
             export.switches.push((model.value().to_string(), enabled.value()));
         }
+        for row in view.open_table(super::tables::WEBHOOK_SETTINGS)?.iter()? {
+            let (account, settings) = row?;
+            export.webhook_settings.push((account.value().to_string(), decode(settings.value())?));
+        }
+        for row in view.open_table(super::tables::DELIVERIES)?.iter()? {
+            export.deliveries.push(decode(row?.1.value())?);
+        }
         Ok(export)
     }
 }

@@ -4,8 +4,9 @@
 //! submissions would queue behind them. Changes that arrive while a batch is being written go together in
 //! the next one, so an account's rows are locked once per batch.
 //!
-//! Rows are locked in one order everywhere (tasks, then accounts, then pots, each by key), so batches on
-//! different replicas, and submissions, never wait for each other in a cycle.
+//! Rows are locked in one order (tasks, then accounts, then pots, each by key), as submissions lock
+//! accounts then pots and the statements that lock many tasks (claims, a replica leaving) lock them by id
+//! or skip the locked ones, so no two transactions wait for each other in a cycle.
 
 use super::{db_error, ledger};
 use crate::store::{StoreError, TaskChange, TaskRecord, TaskStatus, decode, encode};
@@ -59,10 +60,16 @@ impl Batcher {
                         (target, change)
                     })
                     .unzip();
-                let outcomes = match pool.get().await {
-                    Ok(mut client) => write(&mut client, targets, closures).await,
-                    Err(e) => Err(StoreError::unavailable(format!("database: {e}"))),
-                };
+                // On a task of its own, so that a panic fails this batch and not the writer.
+                let pool = pool.clone();
+                let written = tokio::spawn(async move {
+                    match pool.get().await {
+                        Ok(mut client) => write(&mut client, targets, closures).await,
+                        Err(e) => Err(StoreError::unavailable(format!("database: {e}"))),
+                    }
+                });
+                let outcomes =
+                    written.await.unwrap_or_else(|e| Err(StoreError::new(format!("a task change failed: {e}"))));
                 match outcomes {
                     Ok(outcomes) => replies.into_iter().zip(outcomes).for_each(|(reply, outcome)| {
                         let _ = reply.send(outcome);
@@ -137,14 +144,15 @@ async fn write(
     let (mut outcomes, mut postings, mut ended) =
         (Vec::<Outcome>::with_capacity(changes.len()), Vec::new(), BTreeMap::new());
     for ((change, proposed), after) in changes.iter().zip(proposed).zip(after) {
-        let (Some(mut task), Some(locked)) = (proposed, tasks.get_mut(&change.task_id)) else {
-            outcomes.push(Ok(None));
-            continue;
-        };
+        // What it was compared with (and applied to) was never written: its outcome is not known.
         if after.is_some_and(|before| outcomes.get(before).is_some_and(Result::is_err)) {
             outcomes.push(Err(StoreError::new("a change before it in the same batch was refused; try again")));
             continue;
         }
+        let (Some(mut task), Some(locked)) = (proposed, tasks.get_mut(&change.task_id)) else {
+            outcomes.push(Ok(None));
+            continue;
+        };
         let settlement = if task.status.is_terminal() { task.settle().unwrap_or_default() } else { Vec::new() };
         let mut moved = pots.clone();
         if let Some(refused) = settlement.iter().find_map(|p| ledger::move_pots(&mut moved, p).err()) {

@@ -99,5 +99,11 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
             .await
             .map_err(db_error)?;
     }
+    for (account, settings) in &export.webhook_settings {
+        tx.execute("INSERT INTO webhook_settings (account, record) VALUES ($1, $2)", &[account, &encode(settings)?])
+            .await
+            .map_err(db_error)?;
+    }
+    super::webhooks::insert(&tx, &export.deliveries).await?;
     tx.commit().await.map_err(db_error)
 }

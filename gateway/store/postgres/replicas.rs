@@ -39,30 +39,38 @@ const CLAIM_AT_MOST: i64 = 10_000;
 /// it allows for on each side), so few windows cross into another replica's turn.
 const SLICE_MS: i64 = 10_000;
 
-/// This replica: its id, its share of the upstream keys (0 until it may query), and the replicas counted
-/// at its last beat.
+/// This replica: its id, its share of the upstream keys (0 until it may query), and the replicas taking
+/// handed tasks it saw at its last beat, with when.
 #[derive(Clone)]
 pub(super) struct Replica {
     pub id: Arc<str>,
     share: Arc<AtomicU32>,
-    counted: Arc<RwLock<Arc<[Arc<str>]>>>,
+    pollers: Arc<RwLock<Pollers>>,
 }
+
+/// The replicas that take handed tasks, in id order, and when they were read.
+type Pollers = (Arc<[Arc<str>]>, Instant);
 
 impl Replica {
     pub(super) fn new() -> Replica {
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        Replica { counted: Arc::new(RwLock::new(Arc::from([id.clone()]))), id, share: Arc::default() }
+        Replica { pollers: Arc::new(RwLock::new((Arc::from([id.clone()]), Instant::now()))), id, share: Arc::default() }
     }
 
     pub(super) fn share(&self) -> Option<u32> {
         Some(self.share.load(Ordering::Acquire)).filter(|share| *share > 0)
     }
 
-    /// The replica whose turn `created_ms` falls in, among those counted at the last beat.
+    /// The replica whose turn `created_ms` falls in, among those that take handed tasks seen at the last
+    /// beat; this one if that beat is not recent (the database was out of reach: who is still there is not
+    /// known).
     pub(super) fn poller_for(&self, created_ms: i64) -> Arc<str> {
-        let counted = self.counted.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let turn = created_ms.div_euclid(SLICE_MS).unsigned_abs() % counted.len().max(1) as u64;
-        counted.get(turn as usize).cloned().unwrap_or_else(|| self.id.clone())
+        let (pollers, counted_at) = self.pollers.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if counted_at.elapsed() > Duration::from_millis(GONE_AFTER_MS as u64) {
+            return self.id.clone();
+        }
+        let turn = created_ms.div_euclid(SLICE_MS).unsigned_abs() % pollers.len().max(1) as u64;
+        pollers.get(turn as usize).cloned().unwrap_or_else(|| self.id.clone())
     }
 
     /// Beats every [`BEAT`] on the current runtime (the database's) until the process ends.
@@ -99,7 +107,8 @@ impl Replica {
     async fn seen(&self, client: &Object, now: i64) -> Result<(), StoreError> {
         client
             .execute(
-                "INSERT INTO replicas (id, seen_ms) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_ms = $2",
+                "INSERT INTO replicas (id, seen_ms, takes_handovers) VALUES ($1, $2, true) \
+                 ON CONFLICT (id) DO UPDATE SET seen_ms = $2",
                 &[&&*self.id, &now],
             )
             .await
@@ -113,12 +122,15 @@ impl Replica {
         let now = crate::clock::now_ms();
         self.seen(&client, now).await?;
         let rows = client
-            .query("SELECT id FROM replicas WHERE seen_ms >= $1 ORDER BY id", &[&(now - GONE_AFTER_MS)])
+            .query(
+                "SELECT id, takes_handovers FROM replicas WHERE seen_ms >= $1 ORDER BY id",
+                &[&(now - GONE_AFTER_MS)],
+            )
             .await
             .map_err(db_error)?;
-        let counted: Arc<[Arc<str>]> = rows.iter().map(|row| Arc::from(row.get::<_, &str>(0))).collect();
-        let count = u32::try_from(counted.len()).unwrap_or(u32::MAX);
-        *self.counted.write().unwrap_or_else(|e| e.into_inner()) = counted;
+        let count = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+        let pollers = rows.iter().filter(|row| row.get::<_, bool>(1)).map(|row| Arc::from(row.get::<_, &str>(0)));
+        *self.pollers.write().unwrap_or_else(|e| e.into_inner()) = (pollers.collect(), Instant::now());
         // Replicas long gone, once none of their tasks is left to take over.
         client
             .execute(
@@ -134,12 +146,22 @@ impl Replica {
     }
 
     /// Leaves: gives up every lease (the others take the tasks over at once) and is no longer counted.
+    /// Its row stays, as last seen one lease ago, so that a task another replica hands it in the next
+    /// moments (before their next beat) is taken over at once; a beat deletes the row well after that.
     pub(super) async fn leave(&self, client: &Object) -> Result<(), StoreError> {
+        let lapsed = crate::clock::now_ms() - LEASE_MS - 1;
         client
-            .execute("UPDATE tasks SET lease_owner = NULL WHERE lease_owner = $1", &[&&*self.id])
+            .execute("UPDATE replicas SET seen_ms = $2 WHERE id = $1", &[&&*self.id, &lapsed])
             .await
             .map_err(db_error)?;
-        client.execute("DELETE FROM replicas WHERE id = $1", &[&&*self.id]).await.map_err(db_error)?;
+        client
+            .execute(
+                "UPDATE tasks SET lease_owner = NULL WHERE task_id IN (SELECT task_id FROM tasks \
+                 WHERE lease_owner = $1 ORDER BY task_id FOR UPDATE)",
+                &[&&*self.id],
+            )
+            .await
+            .map_err(db_error)?;
         Ok(())
     }
 }
@@ -155,7 +177,8 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
     if !taken.is_empty() {
         client
             .execute(
-                "UPDATE tasks SET handed_over = false WHERE task_id = ANY($1) AND lease_owner = $2",
+                "UPDATE tasks SET handed_over = false WHERE task_id IN (SELECT task_id FROM tasks \
+                 WHERE task_id = ANY($1) AND lease_owner = $2 AND handed_over FOR UPDATE SKIP LOCKED)",
                 &[&taken, &replica],
             )
             .await

@@ -28,7 +28,8 @@ pub(super) async fn enqueue(tx: &impl GenericClient, ended: &[&TaskRecord]) -> R
     insert(tx, &deliveries).await
 }
 
-async fn insert(tx: &impl GenericClient, deliveries: &[Delivery]) -> Result<(), StoreError> {
+/// Inserts deliveries as they are.
+pub(super) async fn insert(tx: &impl GenericClient, deliveries: &[Delivery]) -> Result<(), StoreError> {
     if deliveries.is_empty() {
         return Ok(());
     }

@@ -2,3 +2,5 @@
 -- that replica as its lease owner, flagged until the replica takes it with its next claim.
 ALTER TABLE tasks ADD COLUMN handed_over boolean NOT NULL DEFAULT false;
 CREATE INDEX tasks_handed_over ON tasks (lease_owner) WHERE handed_over;
+-- Replicas that take handed tasks (this version on): a replica of an earlier version is never handed one.
+ALTER TABLE replicas ADD COLUMN takes_handovers boolean NOT NULL DEFAULT false;
