@@ -439,6 +439,9 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
     let live = [TaskStatus::Queued, TaskStatus::Running];
     let by_stalled = runtime.block_on(stalled.change_task(polled(), &live, Commit::Durable, Box::new(running)));
     assert!(by_stalled.unwrap().is_none(), "the replica that lost the lease wrote the task");
+    // Its poller, told the task moved on, asks who polls it now: the other replica.
+    assert!(!runtime.block_on(stalled.polls_here("task-fenced")).unwrap());
+    assert!(runtime.block_on(other.polls_here("task-fenced")).unwrap());
     let by_other = runtime.block_on(other.change_task(polled(), &live, Commit::Durable, Box::new(running)));
     assert_eq!(by_other.unwrap().map(|t| t.status), Some(TaskStatus::Running));
     let cancel = |t: &mut TaskRecord| t.status = TaskStatus::Cancelled;

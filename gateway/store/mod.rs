@@ -152,6 +152,8 @@ pub trait Storage: Send + Sync {
     /// Live tasks this process is to poll from now on: those no process polls (the first call: those of the
     /// processes before; later, those whose poller's lease ran out), and those handed to it.
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Whether the task is live and this process polls it (holds its lease, where processes share the store).
+    async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError>;
     /// Whether a live task without an upstream task id was left by the process submitting it (it stopped
     /// before forwarding it). `started_ms`: when this process opened the store.
     async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError>;

@@ -689,7 +689,7 @@ async fn time_out(state: &AppState, task_id: &str) -> Outcome {
     let error =
         TaskError { code: "timeout".into(), message: "The task did not finish before its model's deadline.".into() };
     let written = finish(state, OpenTask::polled(task_id), TaskStatus::Timeout, move |t| t.error = Some(error)).await;
-    ended(task_id, written.map(|_| ()))
+    ended(state, task_id, written).await
 }
 
 /// Never fails a task over a query error: it is asked about again later; the deadline bounds the wait.
@@ -720,12 +720,28 @@ async fn settle(state: &AppState, task_id: &str, observed: Observed) -> Outcome 
             finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await
         }
     };
-    ended(task_id, finished.map(|_| ()))
+    ended(state, task_id, finished).await
 }
 
-fn ended<E: std::fmt::Display>(task_id: &str, written: Result<(), E>) -> Outcome {
+/// Where a task stands after the poller wrote (or tried to write) its end. A write that found the task
+/// moved on means it ended by another path, or another process holds its lease; unless the lease has come
+/// back to this process since (a claim gave it back while the write was under way), which the store is
+/// asked: then it is looked at again rather than dropped with nobody polling it.
+async fn ended<E: std::fmt::Display>(
+    state: &AppState,
+    task_id: &str,
+    written: Result<Option<TaskRecord>, E>,
+) -> Outcome {
     match written {
-        Ok(()) => Outcome::Ended,
+        Ok(Some(_)) => Outcome::Ended,
+        Ok(None) => match state.store.polls_here(task_id).await {
+            Ok(false) => Outcome::Ended,
+            Ok(true) => Outcome::Unknown,
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "poller could not tell who polls a task; will look again");
+                Outcome::Unknown
+            }
+        },
         Err(e) => {
             tracing::error!(task_id, error = %e, "poller could not record a terminal state; will retry");
             Outcome::Unknown
@@ -781,7 +797,7 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
         }
         StoreJob::Fail { slot, task, ticket, code, message } => {
             let written = fail(&state, OpenTask::polled(&task), code, message).await;
-            Report::Checked { outcome: ended(&task, written.map(|_| ())), ticket, slot }
+            Report::Checked { outcome: ended(&state, &task, written).await, ticket, slot }
         }
         StoreJob::MarkRunning { slot, task, next_poll_ms } => {
             // Durable: a task query may say `running` as soon as it is written.

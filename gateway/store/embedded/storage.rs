@@ -156,6 +156,10 @@ impl Storage for Store {
         Store::in_flight(self)
     }
 
+    async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError> {
+        Ok(Store::task(self, task_id)?.is_some_and(|task| !task.status.is_terminal()))
+    }
+
     async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError> {
         Ok(task.created_ms < started_ms)
     }

@@ -405,6 +405,11 @@ impl Storage for Store {
         claimed
     }
 
+    async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError> {
+        let (task_id, replica) = (task_id.to_string(), self.replica.id.clone());
+        self.with(move |client| async move { replicas::polls_here(&client, &task_id, &replica).await }).await
+    }
+
     async fn abandoned(&self, task: &TaskRecord, _: i64) -> Result<bool, StoreError> {
         let (task_id, replica) = (task.task_id.clone(), self.replica.id.clone());
         self.with(move |client| async move { replicas::abandoned(&client, &task_id, &replica).await }).await

@@ -204,6 +204,18 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
     handed.iter().map(|row| decode(row.get(0))).collect()
 }
 
+/// Whether the task is live and leased to `replica`.
+pub(super) async fn polls_here(client: &Object, task_id: &str, replica: &str) -> Result<bool, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM tasks WHERE task_id = $1 AND lease_owner = $2 AND status IN ('queued', 'running')",
+            &[&task_id, &replica],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.is_some())
+}
+
 /// Whether the replica that submitted the task has stopped, as far as `replica` can tell: it is another one,
 /// and no longer holds the task's lease (the lease ran out, or was taken over).
 pub(super) async fn abandoned(client: &Object, task_id: &str, replica: &str) -> Result<bool, StoreError> {
