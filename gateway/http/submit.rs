@@ -86,7 +86,11 @@ pub async fn submit(
     // id, or the settlement), before any response names the task. A crash before then may still leave them
     // on disk (a checkpoint can commit them): no client heard of that task, and the next start ends it and
     // gives its hold back (`tasks::interrupted`); a keyed retry runs it again.
-    let task = match state.store.add_task(task, idem, Some(hold), Commit::Deferred).await? {
+    // A write whose answer was lost may still have been made (a database that stopped as it committed): the
+    // poller looks for the task once the store answers, and ends it, giving its hold back.
+    let task_id = task.task_id.clone();
+    let added = state.store.add_task(task, idem, Some(hold), Commit::Deferred).await;
+    let task = match added.inspect_err(|_| state.poller.take_over(task_id))? {
         Inserted::Stored(task) => task,
         Inserted::Duplicate(existing) => {
             // Another attempt with this key got there first: answer as a retry of it would be answered.

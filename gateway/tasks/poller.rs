@@ -75,8 +75,9 @@ impl Poller {
         std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Asks the poller to take over a live task its handler could not write the end of (the store failed):
-    /// without an upstream task id, it ends as interrupted and its hold is given back.
+    /// Asks the poller to take over a live task its handler could not write (the store failed, and the write
+    /// may or may not have been made): if it is stored and live, it is polled, or without an upstream task id
+    /// ends as interrupted, its hold given back.
     pub fn take_over(&self, task_id: String) {
         self.lost.lock().unwrap_or_else(|e| e.into_inner()).push(task_id);
     }
