@@ -154,6 +154,9 @@ pub trait Storage: Send + Sync {
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;
     /// Whether the task is live and this process polls it (holds its lease, where processes share the store).
     async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError>;
+    /// Where processes share the store: the live tasks this process holds the lease of, by id after `after`,
+    /// at most `limit`, for its poller to check it has every one. `None` where one process polls every task.
+    async fn leased(&self, after: Option<String>, limit: usize) -> Result<Option<Vec<TaskRecord>>, StoreError>;
     /// Whether a live task without an upstream task id was left by the process submitting it (it stopped
     /// before forwarding it). `started_ms`: when this process opened the store.
     async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError>;

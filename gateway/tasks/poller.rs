@@ -45,6 +45,8 @@ const LAST_LOOK_GRACE_MS: i64 = 60 * 60 * 1000;
 const RETRY_MS: i64 = 2000;
 /// How often live tasks nobody polls (another process stopped) are claimed from the store.
 const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Tasks leased to this process read back each second, to check the poller has them.
+const LEASES_CHECKED_AT_ONCE: usize = 1000;
 
 /// Handle for scheduling tasks; cheap to share.
 ///
@@ -56,6 +58,8 @@ pub struct Poller {
     /// Live tasks whose last write failed (their handler could not end them): read again once the store
     /// answers, and then polled like any other.
     lost: Mutex<Vec<String>>,
+    /// Live tasks leased to this process, read back from the store: tracked if the poller lacks one.
+    leased: Mutex<Vec<TaskRecord>>,
     started: AtomicBool,
 }
 
@@ -63,7 +67,12 @@ impl Poller {
     /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up) once it runs.
     pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
         tracing::info!(tasks = in_flight.len(), "poller resuming in-flight tasks");
-        Poller { inbox: Mutex::new(in_flight), lost: Mutex::default(), started: AtomicBool::new(false) }
+        Poller {
+            inbox: Mutex::new(in_flight),
+            lost: Mutex::default(),
+            leased: Mutex::default(),
+            started: AtomicBool::new(false),
+        }
     }
 
     /// Asks the poller to look at `task` at its `next_poll_ms`.
@@ -85,6 +94,10 @@ impl Poller {
     fn take_lost(&self) -> Vec<String> {
         std::mem::take(&mut *self.lost.lock().unwrap_or_else(|e| e.into_inner()))
     }
+
+    fn take_leased(&self) -> Vec<TaskRecord> {
+        std::mem::take(&mut *self.leased.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 /// The first query waits for part of the model's expected run time.
@@ -105,10 +118,14 @@ pub async fn run(state: web::Data<AppState>) {
     }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
     actix_web::rt::spawn(claim_tasks(state.clone()));
+    actix_web::rt::spawn(check_leases(state.clone()));
     let mut poller = Sweeper::new(state, reports_tx);
     loop {
         for task in poller.state.poller.take_scheduled() {
             poller.schedule(&task);
+        }
+        for task in poller.state.poller.take_leased() {
+            poller.track_missing(&task);
         }
         for task_id in poller.state.poller.take_lost() {
             actix_web::rt::spawn(read_again(poller.state.clone(), task_id));
@@ -135,6 +152,24 @@ async fn read_again(state: web::Data<AppState>, task_id: String) {
             Ok(Some(task)) if !task.status.is_terminal() => return state.poller.schedule(task),
             Ok(_) => return,
             Err(_) => actix_web::rt::time::sleep(std::time::Duration::from_millis(RETRY_MS as u64)).await,
+        }
+    }
+}
+
+/// Where processes share the store, reads back the live tasks leased to this one, a page at a time around
+/// and around, so that one the poller lost track of (a race between a write it made and a claim that gave
+/// the task back) is polled again within one round, whatever the race.
+async fn check_leases(state: web::Data<AppState>) {
+    let mut after = None;
+    loop {
+        actix_web::rt::time::sleep(CLAIM_EVERY).await;
+        match state.store.leased(after.clone(), LEASES_CHECKED_AT_ONCE).await {
+            Ok(None) => return,
+            Ok(Some(tasks)) => {
+                after = tasks.last().map(|t| t.task_id.clone());
+                state.poller.leased.lock().unwrap_or_else(|e| e.into_inner()).extend(tasks);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the tasks leased to this process"),
         }
     }
 }
@@ -302,6 +337,16 @@ impl Sweeper {
         }
         if idle {
             self.tracker.release(slot, IDLE, Some(record.next_poll_ms));
+        } else {
+            self.tracker.give_again(slot);
+        }
+    }
+
+    /// A task leased to this process, if the poller lost track of it: looked at now.
+    fn track_missing(&mut self, record: &TaskRecord) {
+        if self.tracker.slot_of(&record.task_id).is_none() && !record.status.is_terminal() {
+            tracing::debug!(task_id = record.task_id, "a task leased to this process was not polled; polling it");
+            self.track(record, now_ms());
         }
     }
 
@@ -483,7 +528,9 @@ impl Sweeper {
             Report::Listing { ticket, failed } => self.window_done(ticket, failed, now),
             Report::Checked { ticket, slot, outcome } => match outcome {
                 Outcome::Ended => {
-                    self.tracker.release(slot, ticket, None);
+                    // Given again meanwhile: what the job found may be older than the claim; look once more.
+                    let again = self.tracker.get(slot).is_some_and(|t| t.holder == ticket && t.given_again);
+                    self.tracker.release(slot, ticket, again.then_some(now));
                 }
                 Outcome::Live { running } => {
                     if self.tracker.release(slot, ticket, Some(self.next_due(slot, now))) && running {

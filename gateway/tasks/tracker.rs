@@ -44,6 +44,9 @@ pub struct Tracked {
     pub running: bool,
     /// The job looking at the task ([`IDLE`] when none): reports from any other job are stale.
     pub holder: u64,
+    /// The store gave the task to this process again while a job held it: if that job finds it ended (its
+    /// write found it leased elsewhere), it is looked at once more rather than forgotten.
+    pub given_again: bool,
     /// Its key in the due index while idle.
     due_key: i64,
 }
@@ -59,6 +62,7 @@ impl Tracked {
             deadline_ms,
             running: false,
             holder: IDLE,
+            given_again: false,
             due_key: 0,
         }
     }
@@ -157,6 +161,14 @@ impl Tracker {
             self.due.remove(&(task.due_key, slot));
         }
         task.holder = ticket;
+        task.given_again = false;
+    }
+
+    /// Notes that the store gave the task, held by a job, to this process again.
+    pub fn give_again(&mut self, slot: Slot) {
+        if let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
+            task.given_again = true;
+        }
     }
 
     /// Job `holder` is done with a task: it is due again at `next`, or forgotten when `None` (it ended).

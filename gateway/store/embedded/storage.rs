@@ -160,6 +160,10 @@ impl Storage for Store {
         Ok(Store::task(self, task_id)?.is_some_and(|task| !task.status.is_terminal()))
     }
 
+    async fn leased(&self, _: Option<String>, _: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        Ok(None)
+    }
+
     async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError> {
         Ok(task.created_ms < started_ms)
     }

@@ -410,6 +410,11 @@ impl Storage for Store {
         self.with(move |client| async move { replicas::polls_here(&client, &task_id, &replica).await }).await
     }
 
+    async fn leased(&self, after: Option<String>, limit: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        let replica = self.replica.id.clone();
+        self.with(move |client| async move { replicas::leased(&client, &replica, after, limit).await.map(Some) }).await
+    }
+
     async fn abandoned(&self, task: &TaskRecord, _: i64) -> Result<bool, StoreError> {
         let (task_id, replica) = (task.task_id.clone(), self.replica.id.clone());
         self.with(move |client| async move { replicas::abandoned(&client, &task_id, &replica).await }).await

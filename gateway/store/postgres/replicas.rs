@@ -204,6 +204,24 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
     handed.iter().map(|row| decode(row.get(0))).collect()
 }
 
+/// The live tasks leased to `replica`, by id after `after` (`tasks_leased`).
+pub(super) async fn leased(
+    client: &Object,
+    replica: &str,
+    after: Option<String>,
+    limit: usize,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT record FROM tasks WHERE lease_owner = $1 AND status IN ('queued', 'running') \
+             AND task_id > $2 ORDER BY task_id LIMIT $3",
+            &[&replica, &after.unwrap_or_default(), &i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+        .await
+        .map_err(db_error)?;
+    rows.iter().map(|row| decode(row.get(0))).collect()
+}
+
 /// Whether the task is live and leased to `replica`.
 pub(super) async fn polls_here(client: &Object, task_id: &str, replica: &str) -> Result<bool, StoreError> {
     let row = client
