@@ -46,7 +46,11 @@ impl Replicas {
              poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n",
             self.url, self.simulator
         );
-        Demo::serve(&self.tmp.path().join(format!("replica-{n}")), &config, &[("REPLICA_SIM_KEYS", KEYS)])
+        Demo::serve(
+            &self.tmp.path().join(format!("replica-{n}")),
+            &config,
+            &[("REPLICA_SIM_KEYS", KEYS), ("MEDIAGATE_LOG", "warn,mediagate::tasks=debug")],
+        )
     }
 
     /// Runs `f` on replica `n`, if it is up.
@@ -177,6 +181,13 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
                      next_poll_ms FROM tasks WHERE task_id = '{task_id}'"
                 );
                 let replicas_seen = "SELECT id, seen_ms, takes_handovers FROM replicas";
+                for n in 0..3 {
+                    let log = replicas.on(n, |demo| demo.process.stderr()).unwrap_or_default();
+                    let lines: Vec<&str> =
+                        log.lines().filter(|l| l.contains(task_id.as_str()) || l.contains("panick")).collect();
+                    eprintln!("DIAG replica {n}: {} log lines; about the task: {lines:#?}", log.lines().count());
+                    eprintln!("DIAG replica {n} tail: {:#?}", log.lines().rev().take(5).collect::<Vec<_>>());
+                }
                 panic!(
                     "{task_id} never ended at {}: {:?}; replicas {:?}",
                     common::now_ms(),
