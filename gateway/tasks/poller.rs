@@ -225,6 +225,9 @@ struct Lane {
     fetches: VecDeque<(Slot, u64)>,
     windows: VecDeque<(u64, ListRequest)>,
     directs: VecDeque<(Slot, u64)>,
+    /// Lists and direct queries take turns while both wait: new windows come every sweep, and a lane short
+    /// of queries would otherwise never reach a direct query.
+    direct_next: bool,
     busy: Rc<Cell<usize>>,
 }
 
@@ -286,6 +289,7 @@ impl Sweeper {
                 fetches: VecDeque::new(),
                 windows: VecDeque::new(),
                 directs: VecDeque::new(),
+                direct_next: false,
                 busy: Rc::new(Cell::new(0)),
             })
             .collect();
@@ -607,8 +611,8 @@ impl Sweeper {
         self.store_jobs.push_back(job);
     }
 
-    /// Starts queued work while slots are free: per region task fetches first, then lists, then direct
-    /// queries; store writes on their own budget.
+    /// Starts queued work while slots are free: per region task fetches first, then lists and direct
+    /// queries in turn; store writes on their own budget.
     fn dispatch(&mut self) {
         for index in 0..self.lanes.len() {
             while let Some(job) = self.next_job(index) {
@@ -628,10 +632,12 @@ impl Sweeper {
         if let Some((slot, ticket)) = lane.fetches.pop_front() {
             return Some(Job::Query(slot, ticket));
         }
-        if let Some((ticket, request)) = lane.windows.pop_front() {
-            return Some(Job::List(ticket, request));
+        let direct = lane.directs.front().is_some() && (lane.direct_next || lane.windows.is_empty());
+        lane.direct_next = !direct;
+        if direct {
+            return lane.directs.pop_front().map(|(slot, ticket)| Job::Query(slot, ticket));
         }
-        lane.directs.pop_front().map(|(slot, ticket)| Job::Query(slot, ticket))
+        lane.windows.pop_front().map(|(ticket, request)| Job::List(ticket, request))
     }
 
     fn start(&mut self, lane: usize, job: Job) {
