@@ -33,7 +33,7 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
     let model_id = match body.get("model") {
         Some(Value::String(id)) => id.clone(),
         Some(_) => {
-            return Err(ApiError::new(ErrorCode::invalid_parameter, "`model` must be a string.").with_param("model"));
+            return Err(ApiError::invalid_parameter("model", "`model` must be a string."));
         }
         None => {
             return Err(ApiError::new(ErrorCode::missing_model, "`model` is required.").with_param("model"));
@@ -64,9 +64,7 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
     let request = OperationRequest::parse(model.operation, &body)
         .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, format!("Invalid request: {e}")))?;
     let mut envelope = EnvelopeBuilder::new(model);
-    request
-        .render(&mut envelope)
-        .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, e.to_string()).with_param(e.field))?;
+    request.render(&mut envelope).map_err(|e| ApiError::invalid_parameter(e.field, e.to_string()))?;
     Ok(Admitted { model, body, request, envelope: envelope.finish() })
 }
 

@@ -104,6 +104,11 @@ impl ApiError {
         self
     }
 
+    /// A 400 for one bad parameter, named.
+    pub fn invalid_parameter(param: impl Into<String>, message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::invalid_parameter, message).with_param(param)
+    }
+
     /// A 400 listing every violation; `param` is the first one's field.
     pub fn invalid(violations: Vec<Violation>) -> ApiError {
         let message = violations.iter().map(|v| v.message.as_str()).collect::<Vec<_>>().join("; ");

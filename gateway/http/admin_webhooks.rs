@@ -28,8 +28,8 @@ async fn rotate_secret(
     account_exists(&state, &account).await?;
     let secret = signing::new_secret();
     let now = now_ms();
-    let retire_ms =
-        now.saturating_add(i64::try_from(state.config.webhooks.old_secret_seconds).unwrap_or(i64::MAX / 2) * 1000);
+    let keep_ms = i64::try_from(state.config.webhooks.old_secret_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let retire_ms = now.saturating_add(keep_ms);
     let new = secret.clone();
     let settings = state
         .store
@@ -63,7 +63,7 @@ async fn set_endpoint(
     if let Some(url) = &url {
         callbacks::check(url, state.config.webhooks.allow_private_callbacks)
             .await
-            .map_err(|message| ApiError::new(ErrorCode::invalid_parameter, message).with_param("url"))?;
+            .map_err(|message| ApiError::invalid_parameter("url", message))?;
     }
     let endpoint = url.clone();
     let settings = state

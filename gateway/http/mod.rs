@@ -48,11 +48,7 @@ pub fn one_of<T: Copy>(
 ) -> Result<T, ApiError> {
     all.iter().copied().find(|item| name(*item) == value).ok_or_else(|| {
         let known: Vec<&str> = all.iter().map(|item| name(*item)).collect();
-        ApiError::new(
-            ErrorCode::invalid_parameter,
-            format!("Unknown {param} `{value}`; use one of {}.", known.join(", ")),
-        )
-        .with_param(param)
+        ApiError::invalid_parameter(param, format!("Unknown {param} `{value}`; use one of {}.", known.join(", ")))
     })
 }
 

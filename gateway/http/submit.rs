@@ -117,7 +117,7 @@ pub async fn submit(
 /// sign them.
 async fn callback_url(state: &AppState, account: &str, admitted: &Admitted) -> Result<Option<String>, ApiError> {
     let Some(Value::String(url)) = admitted.body.get("callback_url") else { return Ok(None) };
-    let refused = |message: String| ApiError::new(ErrorCode::invalid_parameter, message).with_param("callback_url");
+    let refused = |message: String| ApiError::invalid_parameter("callback_url", message);
     crate::webhooks::callbacks::check(url, state.config.webhooks.allow_private_callbacks).await.map_err(refused)?;
     let settings = state.store.webhook_settings(account).await?.unwrap_or_default();
     if settings.signing_secrets(crate::clock::now_ms()).next().is_none() {

@@ -1,7 +1,7 @@
 //! `GET /v1/tasks`, `GET /v1/tasks/{task_id}` and `POST /v1/tasks/{task_id}/cancel`, scoped to the caller's
 //! account.
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::http::auth::Caller;
 use crate::state::AppState;
 use crate::store::{ListPosition, TaskQuery, TaskStatus};
@@ -77,14 +77,21 @@ async fn list(
     let limit = match params.limit.as_deref() {
         None => PAGE_DEFAULT,
         Some(limit) => limit.parse().ok().filter(|n| (1..=PAGE_LIMIT).contains(n)).ok_or_else(|| {
-            invalid("limit", format!("`limit` is a whole number from 1 to {PAGE_LIMIT}; got `{limit}`."))
+            ApiError::invalid_parameter(
+                "limit",
+                format!("`limit` is a whole number from 1 to {PAGE_LIMIT}; got `{limit}`."),
+            )
         })?,
     };
     let status = params.status.as_deref().map(|s| super::one_of("status", s, &TaskStatus::ALL, TaskStatus::as_str));
     let status = status.transpose()?;
     let epoch_ms = |name: &'static str, value: Option<&str>| {
         value
-            .map(|v| v.parse::<i64>().map_err(|_| invalid(name, format!("`{name}` is epoch milliseconds; got `{v}`."))))
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::invalid_parameter(name, format!("`{name}` is epoch milliseconds; got `{v}`."))
+                })
+            })
             .transpose()
     };
     let created_since = epoch_ms("created_since", params.created_since.as_deref())?;
@@ -93,7 +100,7 @@ async fn list(
         None => None,
         Some(task_id) => match state.store.task(task_id).await? {
             Some(task) if task.account == caller.account() => Some(ListPosition::of(&task)),
-            _ => return Err(invalid("after", format!("No task `{task_id}` to list after."))),
+            _ => return Err(ApiError::invalid_parameter("after", format!("No task `{task_id}` to list after."))),
         },
     };
     let query = TaskQuery {
@@ -117,8 +124,4 @@ async fn list(
         response.insert_header(("Cache-Control", "no-store"));
     }
     Ok(response.json(json!({"data": data, "has_more": has_more, "last_id": last_id})))
-}
-
-fn invalid(param: &'static str, message: String) -> ApiError {
-    ApiError::new(ErrorCode::invalid_parameter, message).with_param(param)
 }

@@ -24,7 +24,7 @@ pub use records::{
     TaskRecord, TaskRef, TaskResult, TaskStatus, hash_key, new_key,
 };
 pub use usage::{UsageFilter, UsageRecord};
-pub use webhooks::{Attempt, Delivery, DeliveryFilter, DeliveryState, WebhookSecret, WebhookSettings, event_of};
+pub use webhooks::{Attempt, Delivery, DeliveryFilter, DeliveryState, WebhookSecret, WebhookSettings};
 
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use serde::{Serialize, de::DeserializeOwned};

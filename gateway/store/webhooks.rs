@@ -1,7 +1,7 @@
 //! Webhook records: an account's secrets and default endpoint, and the deliveries of task ends. A delivery
 //! is queued in the write that ends its task (`Delivery::for_ended`), so a crash never loses one.
 
-use super::{TaskRecord, TaskStatus};
+use super::TaskRecord;
 use serde::{Deserialize, Serialize};
 
 /// An account's webhook settings.
@@ -117,25 +117,13 @@ impl Delivery {
             id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
             account: task.account.clone(),
             task_id: task.task_id.clone(),
-            event: event_of(task.status).to_string(),
+            event: format!("task.{}", task.status.as_str()),
             url,
             created_ms: now_ms,
             state: if disabled { DeliveryState::Disabled } else { DeliveryState::Pending },
             next_attempt_ms: now_ms,
             attempts: Vec::new(),
         })
-    }
-}
-
-/// The event type of a task's end.
-pub fn event_of(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Success => "task.success",
-        TaskStatus::Failed => "task.failed",
-        TaskStatus::Timeout => "task.timeout",
-        TaskStatus::Cancelled => "task.cancelled",
-        TaskStatus::Queued => "task.queued",
-        TaskStatus::Running => "task.running",
     }
 }
 

@@ -29,7 +29,7 @@ fn index_tasks_by_account(db: &Database) -> Result<(), StoreError> {
         }
         for row in tasks.iter()? {
             let task: TaskRecord = decode(row?.1.value())?;
-            index.insert((task.account.as_str(), task.created_ms, task.task_id.as_str()), ())?;
+            index.insert(tasks::account_position(&task), ())?;
         }
     }
     tx.open_table(tables::META)?.insert(tables::TASKS_BY_ACCOUNT_BUILT, 1)?;

@@ -15,7 +15,12 @@ use std::sync::Arc;
 /// Writes a task stored for the first time, and indexes it.
 fn insert_new(tx: &Tx, task: &TaskRecord, bytes: &[u8]) -> Result<(), StoreError> {
     tx.open_table(TASKS)?.insert(task.task_id.as_str(), bytes)?;
-    tx.open_table(TASKS_BY_ACCOUNT)?.insert((task.account.as_str(), task.created_ms, task.task_id.as_str()), ())
+    tx.open_table(TASKS_BY_ACCOUNT)?.insert(account_position(task), ())
+}
+
+/// A task's key in `TASKS_BY_ACCOUNT`.
+pub(super) fn account_position(task: &TaskRecord) -> (&str, i64, &str) {
+    (task.account.as_str(), task.created_ms, task.task_id.as_str())
 }
 
 impl Store {
