@@ -20,18 +20,23 @@ pub async fn check(url: &str, allow_private: bool) -> Result<(), Refused> {
     }
     let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addresses: Vec<IpAddr> = match bare.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((bare, port))
-            .await
-            .map_err(|e| format!("The host of `{url}` does not resolve: {e}"))?
-            .map(|a| a.ip())
-            .collect(),
+    let addresses = match bare.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => resolve(bare, port).await.map_err(|e| format!("The host of `{url}` does not resolve: {e}"))?,
     };
-    match addresses.into_iter().find(|ip| internal(*ip)) {
+    match first_internal(&addresses) {
         Some(ip) => Err(format!("`{url}` resolves to {ip}, a private, loopback or link-local address.")),
         None => Ok(()),
     }
+}
+
+async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    Ok(tokio::net::lookup_host((host, port)).await?.collect())
+}
+
+/// The first of `addresses` that is not a public internet address.
+fn first_internal(addresses: &[SocketAddr]) -> Option<IpAddr> {
+    addresses.iter().map(SocketAddr::ip).find(|ip| internal(*ip))
 }
 
 /// Whether `ip` is not a public internet address (or is an IPv6 form of one that is not).
@@ -93,11 +98,11 @@ impl actix_tls::connect::Resolve for GuardedResolver {
         port: u16,
     ) -> futures_util::future::LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
         Box::pin(async move {
-            let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+            let addresses = resolve(host, port).await?;
             if !self.allow_private
-                && let Some(address) = addresses.iter().find(|a| internal(a.ip()))
+                && let Some(ip) = first_internal(&addresses)
             {
-                return Err(format!("{host} resolves to {}, an internal address", address.ip()).into());
+                return Err(format!("{host} resolves to {ip}, an internal address").into());
             }
             Ok(addresses)
         })
