@@ -181,6 +181,9 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
                      next_poll_ms FROM tasks WHERE task_id = '{task_id}'"
                 );
                 let replicas_seen = "SELECT id, seen_ms, takes_handovers FROM replicas";
+                let sessions = "SELECT pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 120) \
+                                FROM pg_stat_activity WHERE backend_type = 'client backend'";
+                eprintln!("DIAG sessions: {:#?}", common::postgres::query(&database, sessions));
                 for n in 0..3 {
                     let log = replicas.on(n, |demo| demo.process.stderr()).unwrap_or_default();
                     let lines: Vec<&str> =
@@ -331,11 +334,11 @@ fn account_and_key_limits_hold_across_replicas() {
     let answered = Mutex::new(Vec::new());
     let start = Instant::now();
     std::thread::scope(|scope| {
-        for client in 0..6 {
+        for client in 0..CLIENTS {
             let (replicas, key, answered) = (&replicas, &key, &answered);
             scope.spawn(move || {
                 while start.elapsed() < Duration::from_millis(4500) {
-                    let status = replicas[client % 2].get_as(key, "/v1/models").status;
+                    let status = replicas[client as usize % 2].get_as(key, "/v1/models").status;
                     answered.lock().unwrap().push((common::now_ms() / 1000, status));
                 }
             });
@@ -348,7 +351,8 @@ fn account_and_key_limits_hold_across_replicas() {
         assert!(used <= RATE, "{used} requests granted in second {:?}, limit {RATE}", row[0]);
     }
     // Answered 200, per second of the client's clock: within a tenth of the rate, give or take the requests
-    // that straddle a second's edge. The first and last seconds are partial.
+    // that straddle a second's edge (one per client: granted in one second, answered in the next). The first
+    // and last seconds are partial.
     let mut per_second: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
     for (second, status) in answered.into_inner().unwrap() {
         if status == 200 {
@@ -359,12 +363,14 @@ fn account_and_key_limits_hold_across_replicas() {
     let whole = &counts[1..counts.len().saturating_sub(1).max(1)];
     assert!(whole.len() >= 2, "{per_second:?}");
     for count in whole {
-        assert!((RATE * 9 / 10 - 2..=RATE + 2).contains(count), "{count} in a second, rate {RATE}: {per_second:?}");
+        let expected = RATE * 9 / 10 - CLIENTS..=RATE + CLIENTS;
+        assert!(expected.contains(count), "{count} in a second, rate {RATE}: {per_second:?}");
     }
 }
 
-/// The per-key request rate of the limits test.
+/// The per-key request rate of the limits test, and its clients sending at once.
 const RATE: u32 = 40;
+const CLIENTS: u32 = 6;
 
 /// What a client or an operator does on one replica holds on another: a submission is read, replayed and
 /// cancelled there; a top-up is seen at once; a model switched off and a key revoked take effect within a

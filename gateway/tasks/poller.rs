@@ -47,6 +47,8 @@ const RETRY_MS: i64 = 2000;
 const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Tasks leased to this process read back each second, to check the poller has them.
 const LEASES_CHECKED_AT_ONCE: usize = 1000;
+/// A job holding a task this long is reported: queries and writes time out well before.
+const JOB_OVERDUE_MS: i64 = 60_000;
 
 /// Handle for scheduling tasks; cheap to share.
 ///
@@ -239,6 +241,17 @@ enum StoreJob {
     ReadOrphan { slot: Slot, task: Id, ticket: u64 },
 }
 
+impl StoreJob {
+    fn ticket(&self) -> Option<u64> {
+        match self {
+            StoreJob::Timeout { ticket, .. } | StoreJob::Fail { ticket, .. } | StoreJob::ReadOrphan { ticket, .. } => {
+                Some(*ticket)
+            }
+            StoreJob::MarkRunning { .. } => None,
+        }
+    }
+}
+
 /// A slot taken from a counter; freeing it wakes the loop to hand out more work.
 struct Permit {
     busy: Rc<Cell<usize>>,
@@ -348,9 +361,41 @@ impl Sweeper {
 
     /// A task leased to this process, if the poller lost track of it: looked at now.
     fn track_missing(&mut self, record: &TaskRecord) {
-        if self.tracker.slot_of(&record.task_id).is_none() && !record.status.is_terminal() {
-            tracing::debug!(task_id = record.task_id, "a task leased to this process was not polled; polling it");
-            self.track(record, now_ms());
+        let Some(slot) = self.tracker.slot_of(&record.task_id) else {
+            if !record.status.is_terminal() {
+                tracing::debug!(task_id = record.task_id, "a task leased to this process was not polled; polling it");
+                self.track(record, now_ms());
+            }
+            return;
+        };
+        if let Some(task) = self.tracker.get(slot)
+            && task.holder != IDLE
+            && now_ms() - task.held_since_ms > JOB_OVERDUE_MS
+        {
+            tracing::warn!(
+                task_id = record.task_id,
+                held_ms = now_ms() - task.held_since_ms,
+                holder = self.holder_of(slot, task.holder),
+                "a task has waited for one job for minutes"
+            );
+        }
+    }
+
+    /// Where the job holding `slot` stands, for the overdue report.
+    fn holder_of(&self, slot: Slot, ticket: u64) -> &'static str {
+        let queued = |queue: &VecDeque<(Slot, u64)>| queue.contains(&(slot, ticket));
+        if ticket == TAKEN {
+            "taken by a sweep, never planned"
+        } else if self.lanes.iter().any(|l| queued(&l.fetches) || queued(&l.directs)) {
+            "a query waiting for a slot"
+        } else if self.lanes.iter().any(|l| l.windows.iter().any(|(t, _)| *t == ticket)) {
+            "a list waiting for a slot"
+        } else if self.windows.contains_key(&ticket) {
+            "a list under way"
+        } else if self.store_jobs.iter().any(|job| job.ticket() == Some(ticket)) {
+            "a store write waiting for a slot"
+        } else {
+            "a query or store write under way"
         }
     }
 

@@ -47,6 +47,8 @@ pub struct Tracked {
     /// The store gave the task to this process again while a job held it: if that job finds it ended (its
     /// write found it leased elsewhere), it is looked at once more rather than forgotten.
     pub given_again: bool,
+    /// When the current holder took it (epoch ms): a job holding a task for minutes is a bug to report.
+    pub held_since_ms: i64,
     /// Its key in the due index while idle.
     due_key: i64,
 }
@@ -63,6 +65,7 @@ impl Tracked {
             running: false,
             holder: IDLE,
             given_again: false,
+            held_since_ms: 0,
             due_key: 0,
         }
     }
@@ -148,6 +151,7 @@ impl Tracker {
             self.due.pop_first();
             if let Some(task) = self.get_mut(slot) {
                 task.holder = TAKEN;
+                task.held_since_ms = crate::clock::now_ms();
                 taken.push((slot, due));
             }
         }
@@ -161,6 +165,7 @@ impl Tracker {
             self.due.remove(&(task.due_key, slot));
         }
         task.holder = ticket;
+        task.held_since_ms = crate::clock::now_ms();
         task.given_again = false;
     }
 
