@@ -33,6 +33,62 @@ pub struct Config {
     /// Where durable state lives: the embedded store in `data_dir` unless a PostgreSQL URL is given.
     pub store: StoreConfig,
     pub webhooks: WebhooksConfig,
+    pub results: ResultsConfig,
+}
+
+/// Copies of succeeded tasks' result files in the gateway's own storage, and the links that serve them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResultsConfig {
+    /// Copy each result file; off, results point at the upstream's files (and still download through
+    /// `GET /v1/tasks/{id}/content` while the upstream keeps them).
+    pub mirror: bool,
+    /// How long copies and result links last (days).
+    pub retention_days: u64,
+    /// S3-compatible storage for the copies; unset, they go under `data_dir/results`. Credentials come from
+    /// the standard AWS environment variables.
+    pub s3: Option<S3Config>,
+    /// The gateway's address as clients reach it, which result links start with; `http://` and `listen`
+    /// (`https://` with `tls`) when unset.
+    pub public_url: Option<String>,
+    /// Environment variable holding the secret result links are signed with. Unset, a secret made on first
+    /// start is kept in `data_dir/link-secret`; replicas must share one, so set it for them.
+    pub link_secret_env: String,
+    /// Wait before each retry of a failed copy (milliseconds); after the last, the results keep the
+    /// upstream's links.
+    pub retry_delays_ms: Vec<u64>,
+}
+
+impl Default for ResultsConfig {
+    fn default() -> ResultsConfig {
+        ResultsConfig {
+            mirror: true,
+            retention_days: 30,
+            s3: None,
+            public_url: None,
+            link_secret_env: "MEDIAGATE_LINK_SECRET".into(),
+            retry_delays_ms: vec![1_000, 10_000, 60_000, 300_000, 1_800_000, 3_600_000],
+        }
+    }
+}
+
+/// An S3 bucket (or any S3-compatible store) for result copies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    pub bucket: String,
+    /// Prepended to every object's path.
+    #[serde(default)]
+    pub prefix: String,
+    /// An S3-compatible server's address; AWS's own when unset.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Downloads answer with a redirect to a URL presigned for this long (seconds) instead of passing the
+    /// bytes through the gateway; 0 passes them through.
+    #[serde(default)]
+    pub presigned_seconds: u64,
 }
 
 /// Deliveries of task ends to clients' endpoints (Standard Webhooks).
@@ -195,6 +251,7 @@ impl Default for Config {
             tls: None,
             store: StoreConfig::default(),
             webhooks: WebhooksConfig::default(),
+            results: ResultsConfig::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod http;
 pub mod limits;
 pub mod metrics;
+pub mod mirror;
 pub mod server;
 pub mod simulator;
 pub mod state;

@@ -45,6 +45,10 @@ struct Metrics {
     poll_lag: Histogram,
     usage_unusable: Counter,
     webhook_attempts: Family<KindLabels, Counter>,
+    mirrored_files: Family<KindLabels, Counter>,
+    mirrored_bytes: Counter,
+    stored_files: Gauge,
+    stored_bytes: Gauge,
 }
 
 fn metrics() -> &'static Metrics {
@@ -63,6 +67,16 @@ fn metrics() -> &'static Metrics {
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let usage_unusable = Counter::default();
         let webhook_attempts = Family::<KindLabels, Counter>::default();
+        let (mirrored_files, mirrored_bytes) = (Family::<KindLabels, Counter>::default(), Counter::default());
+        let (stored_files, stored_bytes) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "result_files_mirrored",
+            "Result files copied into the gateway's storage (outcome mirrored), or given up on after every retry (failed)",
+            mirrored_files.clone(),
+        );
+        registry.register("result_bytes_mirrored", "Bytes of result files copied", mirrored_bytes.clone());
+        registry.register("result_files_stored", "Result copies kept, as of the last sweep", stored_files.clone());
+        registry.register("result_bytes_stored", "Bytes of result copies kept, as of the last sweep", stored_bytes.clone());
         registry.register(
             "webhook_attempts",
             "Webhook delivery attempts by outcome: delivered, retry (failed, another attempt is scheduled), failed (the last), disabled (410 Gone)",
@@ -97,6 +111,10 @@ fn metrics() -> &'static Metrics {
             poll_lag,
             usage_unusable,
             webhook_attempts,
+            mirrored_files,
+            mirrored_bytes,
+            stored_files,
+            stored_bytes,
         }
     })
 }
@@ -144,6 +162,22 @@ pub fn usage_unusable() {
 
 pub fn webhook_attempt(outcome: &'static str) {
     metrics().webhook_attempts.get_or_create(&KindLabels::of(outcome)).inc();
+}
+
+pub fn results_mirrored(files: u64, bytes: u64) {
+    let m = metrics();
+    m.mirrored_files.get_or_create(&KindLabels::of("mirrored")).inc_by(files);
+    m.mirrored_bytes.inc_by(bytes);
+}
+
+pub fn results_mirror_failed(files: u64) {
+    metrics().mirrored_files.get_or_create(&KindLabels::of("failed")).inc_by(files);
+}
+
+pub fn results_stored(files: u64, bytes: u64) {
+    let m = metrics();
+    m.stored_files.set(i64::try_from(files).unwrap_or(i64::MAX));
+    m.stored_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
 }
 
 pub fn poll_lag(ms: i64) {

@@ -32,6 +32,7 @@ pub async fn run(
     let config = state.config.clone();
     actix_web::rt::spawn(crate::tasks::poller::run(state.clone()));
     actix_web::rt::spawn(crate::webhooks::run(state.clone()));
+    actix_web::rt::spawn(crate::mirror::run(state.clone()));
     actix_web::rt::spawn(follow_switches(state.clone()));
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {

@@ -18,6 +18,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Answers of finished task reads, kept rendered.
     pub finished: FinishedAnswers,
+    /// Result copies and the links that serve them.
+    pub mirroring: crate::mirror::Mirroring,
     /// When this process opened the store (epoch ms): a live task created before it and never forwarded
     /// was cut short by the last process.
     pub started_ms: i64,
@@ -34,6 +36,7 @@ impl AppState {
         crate::metrics::set_in_flight(claimed.len() as i64);
         let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
+        let mirroring = crate::mirror::Mirroring::from_config(&config)?;
         let started_ms = crate::clock::now_ms();
         Ok(AppState {
             config,
@@ -43,6 +46,7 @@ impl AppState {
             poller,
             limits,
             finished,
+            mirroring,
             started_ms,
         })
     }

@@ -549,5 +549,6 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         error: None,
         billing: None,
         callback_url: None,
+        mirror: None,
     }
 }

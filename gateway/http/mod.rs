@@ -3,6 +3,7 @@
 pub mod admin;
 mod admin_webhooks;
 pub mod auth;
+mod content;
 pub mod models;
 pub mod ops;
 pub mod peer;
@@ -32,6 +33,7 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
             // Routes are tried in this order and a dynamic one costs a regex match: the busiest first.
             .configure(crate::catalog::configure_submit_routes)
             .configure(tasks::configure)
+            .configure(content::configure)
             .configure(ops::configure)
             .configure(models::configure)
             .configure(admin::configure)

@@ -10,6 +10,7 @@ mod copy;
 pub mod embedded;
 mod keys;
 mod listing;
+mod mirrors;
 pub mod postgres;
 mod records;
 mod usage;
@@ -19,6 +20,7 @@ pub use crate::billing::audit::LedgerReport;
 pub use copy::{Copied, copy};
 pub use embedded::Earmark;
 pub use listing::{ListPosition, TaskQuery};
+pub use mirrors::{Mirror, MirrorState, MirroredFile};
 pub use records::{
     Account, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted, KeyRecord, StoredTask, TaskError,
     TaskRecord, TaskRef, TaskResult, TaskStatus, hash_key, new_key,
@@ -184,6 +186,22 @@ pub trait Storage: Send + Sync {
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
     /// The deliveries `filter` keeps, newest first.
     async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError>;
+
+    // Result mirroring.
+
+    /// Tasks whose results wait to be copied, due by `now_ms`, at most `limit`; each is set aside for
+    /// `lease_ms` (not given again meanwhile, by this process or another), so a copy cut short by a crash
+    /// is made again after it.
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Writes a task's mirroring (and its results) as it stands after an attempt; `retry_ms` keeps it
+    /// queued until then, `None` takes it off the queue (mirrored, or given up).
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError>;
 
     // Model switches.
 

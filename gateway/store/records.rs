@@ -188,6 +188,9 @@ pub struct TaskRecord {
     /// default endpoint.
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// The copies of its results in the gateway's storage, once it succeeded with mirroring on.
+    #[serde(default)]
+    pub mirror: Option<super::Mirror>,
 }
 
 impl TaskRecord {

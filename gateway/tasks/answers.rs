@@ -1,9 +1,9 @@
 //! Rendered answers to task reads, and a bounded memory of the finished ones. A task that has reached a
-//! terminal state never changes again, so its answer is rendered once and kept (up to a byte budget)
+//! terminal state never changes again (but for its results' copies, once), so its answer is rendered once and kept (up to a byte budget)
 //! instead of being read from the store, decoded and rendered on every read.
 
 use super::{equivalent_usage, view};
-use crate::store::TaskRecord;
+use crate::store::{MirrorState, TaskRecord};
 use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
@@ -54,10 +54,13 @@ impl FinishedAnswers {
         self.0.as_ref()?.get(task_id)
     }
 
-    /// Keeps the answer of `task` if it is finished, which the caller has made sure is durable.
+    /// Keeps the answer of `task` if it is finished, which the caller has made sure is durable, and its
+    /// results will not change (no copy of them under way).
     pub fn keep(&self, task: &TaskRecord, answer: Arc<TaskAnswer>) {
+        let settled = task.mirror.as_ref().is_none_or(|m| m.state != MirrorState::Pending);
         if let Some(cache) = &self.0
             && task.status.is_terminal()
+            && settled
         {
             cache.insert(task.task_id.clone(), answer);
         }

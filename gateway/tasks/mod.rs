@@ -13,7 +13,7 @@ use crate::catalog::TaskMode;
 use crate::clock::{local_time, now_ms};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
-use crate::store::{Commit, Earmark, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
+use crate::store::{Commit, Earmark, MirrorState, StoredTask, TaskError, TaskRecord, TaskRef, TaskStatus};
 use crate::upstream::UpstreamError;
 use crate::upstream::client::{self, Answer};
 use actix_web::web;
@@ -56,6 +56,7 @@ pub fn new_task(
         error: None,
         billing: None,
         callback_url: None,
+        mirror: None,
     }
 }
 
@@ -210,12 +211,16 @@ pub async fn finish(
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
 ) -> Result<Option<TaskRecord>, ApiError> {
+    let adoption = (status == TaskStatus::Success).then(|| state.mirroring.adoption()).flatten();
     let end = move |t: &mut TaskRecord| {
         let now = now_ms();
         t.status = status;
         t.updated_ms = now;
         t.finished_ms = Some(now);
         change(t);
+        if let Some(adoption) = adoption {
+            adoption.apply(t);
+        }
     };
     let finished = match task.into() {
         OpenTask::Stored(task) => {
@@ -261,7 +266,13 @@ pub fn view(task: &TaskRecord) -> Value {
         out["finished_at"] = local_time(finished).into();
     }
     if !task.results.is_empty() {
-        out["results"] = json!(task.results);
+        out["results"] = results_view(task);
+    }
+    if let Some(mirror) = &task.mirror {
+        out["mirror"] = json!({"status": mirror.state.as_str()});
+        if let (MirrorState::Failed, Some(error)) = (mirror.state, &mirror.error) {
+            out["mirror"]["error"] = error.as_str().into();
+        }
     }
     if let Some(usage) = &task.usage {
         out["usage"] = usage.to_value();
@@ -273,6 +284,20 @@ pub fn view(task: &TaskRecord) -> Value {
         out["settlement"] = settlement;
     }
     out
+}
+
+/// A task's results, each with its copy's size, content type and SHA-256 once mirrored.
+fn results_view(task: &TaskRecord) -> Value {
+    let results = task.results.iter().enumerate().map(|(index, result)| {
+        let mut out = json!(result);
+        if let Some(file) = task.mirror.as_ref().and_then(|m| m.file(index)) {
+            out["size"] = file.size.into();
+            out["content_type"] = file.content_type.as_str().into();
+            out["sha256"] = file.sha256.as_str().into();
+        }
+        out
+    });
+    Value::Array(results.collect())
 }
 
 /// `equivalent_usage` of a task query: image tasks on `success` only.

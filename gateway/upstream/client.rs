@@ -78,6 +78,12 @@ impl RegionUpstream {
         })
     }
 
+    /// A GET of one of the region's result files (`url` as the upstream gave it, signed by it: no key sent),
+    /// through the region's transport (its trust and proxy).
+    pub fn fetch(&self, url: &str) -> awc::ClientRequest {
+        self.transport.client().get(url)
+    }
+
     /// Keys of the region; their query limits add up.
     pub fn key_count(&self) -> usize {
         self.authorizations.len()

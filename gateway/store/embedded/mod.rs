@@ -14,6 +14,7 @@ mod checkpointer;
 mod earmarks;
 mod faults;
 pub mod ledger;
+mod mirrors;
 mod overlay;
 /// Indexes the tasks of a store written before `TASKS_BY_ACCOUNT` existed, once, straight into redb (the
 /// log is replayed and empty by then).
@@ -297,9 +298,15 @@ mod tests {
         fields["error"] = serde_json::json!({"code": "c", "message": "m"});
         fields["billing"] = serde_json::json!({"quoted": 50, "units": {"seconds": 5.0, "resolution": "720P", "audio": true},
             "hold": [["free_trial", 50]], "earmarked": true, "baseline": 7});
+        let mut mirrored = serde_json::to_value(settled_task()).unwrap();
+        mirrored["mirror"] = serde_json::json!({"state": "mirrored", "expires_ms": 1_792_592_000_000i64,
+            "sources": [{"url": "https://up/1.mp4", "type": "video", "expires_at": "2026-01-02 00:00:00"}],
+            "files": [{"key": "2026-02-01/task-1/0", "size": 65, "content_type": "video/mp4", "sha256": "ab"}],
+            "attempts": 1, "error": null});
         vec![
             record::<TaskRecord>("settled task", serde_json::to_value(settled_task()).unwrap()),
             record::<TaskRecord>("live task", live),
+            record::<TaskRecord>("mirrored task", mirrored),
             record::<crate::billing::books::Entry>(
                 "ledger entry",
                 serde_json::json!({"seq": 9, "account": "acme", "kind": "charge",
@@ -350,11 +357,20 @@ mod tests {
         // A field added later at the end (`#[serde(default)]`) is missing from older records: they still read.
         let mut task = settled_task();
         task.callback_url = Some("https://hooks.example/mediagate".into());
+        task.mirror = Some(crate::store::Mirror {
+            state: crate::store::MirrorState::Pending,
+            sources: Vec::new(),
+            expires_ms: 1,
+            files: Vec::new(),
+            attempts: 0,
+            error: None,
+        });
         let as_written = serde_json::to_value(&task).unwrap();
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
-        assert_eq!(older.pop(), Some(as_written["callback_url"].clone()));
+        assert_eq!(older.pop(), Some(as_written["mirror"].clone()));
         let read = decode::<TaskRecord>(&encode(&older).unwrap()).unwrap();
-        assert_eq!(read.callback_url, None);
+        assert!(read.mirror.is_none());
+        assert_eq!(read.callback_url, task.callback_url);
         assert_eq!(serde_json::to_value(read.billing).unwrap(), as_written["billing"]);
     }
 

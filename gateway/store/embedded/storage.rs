@@ -8,8 +8,8 @@ use super::{
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use crate::store::{
-    Delivery, DeliveryFilter, Forwarded, LedgerReport, SettingsChange, Storage, TaskChange, TaskQuery, UsageFilter,
-    WebhookSettings,
+    Delivery, DeliveryFilter, Forwarded, LedgerReport, Mirror, SettingsChange, Storage, TaskChange, TaskQuery,
+    TaskResult, UsageFilter, WebhookSettings,
 };
 use std::sync::Arc;
 
@@ -194,6 +194,20 @@ impl Storage for Store {
 
     async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
         Store::save_delivery(self, delivery).await
+    }
+
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Store::due_mirrors(self, now_ms, lease_ms, limit).await
+    }
+
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        Store::save_mirror(self, task_id, mirror, results, retry_ms).await
     }
 
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {

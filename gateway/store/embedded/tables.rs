@@ -16,6 +16,8 @@ pub(crate) const WEBHOOK_SETTINGS: TableDefinition<&str, &[u8]> = TableDefinitio
 pub(crate) const DELIVERIES: TableDefinition<&str, &[u8]> = TableDefinition::new("deliveries");
 /// Ids of the deliveries still pending.
 pub(crate) const PENDING_DELIVERIES: TableDefinition<&str, ()> = TableDefinition::new("pending_deliveries");
+/// Tasks whose results wait to be copied, by id: when each is next tried (epoch ms).
+pub(crate) const PENDING_MIRRORS: TableDefinition<&str, i64> = TableDefinition::new("pending_mirrors");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
@@ -79,7 +81,7 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 13;
+pub(crate) const COUNT: usize = 14;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
@@ -96,6 +98,7 @@ pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
     &WEBHOOK_SETTINGS,
     &DELIVERIES,
     &PENDING_DELIVERIES,
+    &PENDING_MIRRORS,
 ];
 
 /// The position in [`ALL`] of the table named `name`.

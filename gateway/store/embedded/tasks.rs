@@ -69,7 +69,7 @@ impl Store {
             let bytes = encode(&new)?;
             insert_new(tx, &new, &bytes)?;
             if new.status.is_terminal() {
-                super::webhooks::enqueue(tx, &new)?;
+                queue_follow_ups(tx, &new)?;
             } else {
                 tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
             }
@@ -112,7 +112,7 @@ impl Store {
                 return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
             }
             settle(tx, &earmarks, &mut task, Some(earmark))?;
-            super::webhooks::enqueue(tx, &task)?;
+            queue_follow_ups(tx, &task)?;
             insert_new(tx, &task, &encode(&task)?)?;
             Ok(task)
         })
@@ -181,7 +181,7 @@ impl Store {
                 // Settlement rides in the transaction that makes the task terminal: exactly once; so does
                 // the delivery of its end.
                 settle(tx, &earmarks, &mut task, None)?;
-                super::webhooks::enqueue(tx, &task)?;
+                queue_follow_ups(tx, &task)?;
             }
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(Some(task))
@@ -227,4 +227,10 @@ fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option
         settlement.ledger_seq = first;
     }
     Ok(())
+}
+
+/// What the write ending a task queues with it: the delivery of its end, and the copy of its results.
+fn queue_follow_ups(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
+    super::webhooks::enqueue(tx, task)?;
+    super::mirrors::enqueue(tx, task)
 }

@@ -173,6 +173,7 @@ async fn write(
     // Every change that ends a task moves it from a live status: the ends written are these.
     let finished: Vec<&TaskRecord> = written.iter().copied().filter(|t| t.status.is_terminal()).collect();
     super::webhooks::enqueue(&tx, &finished).await?;
+    super::mirrors::enqueue(&tx, &finished).await?;
     ledger::insert_entries(&tx, postings.iter()).await?;
     ledger::store_funds(&tx, &pots).await?;
     uncount(&tx, &ended).await?;

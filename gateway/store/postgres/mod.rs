@@ -18,6 +18,7 @@ mod batch;
 mod changes;
 mod import;
 mod ledger;
+mod mirrors;
 mod rates;
 mod replicas;
 mod tasks;
@@ -26,8 +27,8 @@ mod webhooks;
 use super::keys::KeyCache;
 use super::{
     Account, Commit, Delivery, DeliveryFilter, Earmark, Forwarded, Hold, IdempotencyClaim, IdempotencyRecord, Inserted,
-    KeyRecord, LedgerReport, SettingsChange, Storage, StoreError, TaskChange, TaskQuery, TaskRecord, TaskRef,
-    TaskStatus, UsageFilter, WebhookSettings,
+    KeyRecord, LedgerReport, Mirror, SettingsChange, Storage, StoreError, TaskChange, TaskQuery, TaskRecord, TaskRef,
+    TaskResult, TaskStatus, UsageFilter, WebhookSettings,
 };
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
@@ -427,6 +428,24 @@ impl Storage for Store {
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         let key = key.to_string();
         self.with(move |client| async move { tasks::idempotency(&client, &key).await }).await
+    }
+
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(move |client| async move { mirrors::due(&client, now_ms, lease_ms, limit).await }).await
+    }
+
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let task_id = task_id.to_string();
+        self.with(
+            move |mut client| async move { mirrors::save(&mut client, &task_id, mirror, results, retry_ms).await },
+        )
+        .await
     }
 
     async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {

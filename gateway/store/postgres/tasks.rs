@@ -136,6 +136,7 @@ pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<
     tokio::try_join!(money, write(&tx, &new, Some(replica)))?;
     if new.status.is_terminal() {
         super::webhooks::enqueue(&tx, &[&new]).await?;
+        super::mirrors::enqueue(&tx, &[&new]).await?;
     }
     tx.commit().await.map_err(db_error)?;
     Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes: Vec::new() })))
