@@ -219,7 +219,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(args) => {
-            let config = load_config(&args)?;
+            let mut config = load_config(&args)?;
             let upstreams = mediagate::upstream::Upstreams::from_config(&config)?;
             for (region, models) in upstreams.unserved() {
                 tracing::warn!(
@@ -230,12 +230,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
             }
             let listener = mediagate::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
-            let url = listener.local_addr().map(|addr| mediagate::server::public_url(&config, addr));
+            let bound = listener.local_addr().map_err(|e| format!("bind {}: {e}", config.listen))?;
+            // The port the system chose for `:0`: result links name the address clients reach.
+            config.listen = bound;
+            let url = mediagate::server::public_url(&config, bound);
             actix_web::rt::System::new().block_on(async move {
                 let state = mediagate::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
-                if let Ok(url) = url {
-                    print(format!("mediagate listening on {url}"))?;
-                }
+                print(format!("mediagate listening on {url}"))?;
                 let no_routes = |_: &mut actix_web::web::ServiceConfig| {};
                 mediagate::server::run(state, listener, no_routes).await.map_err(|e| e.to_string())
             })

@@ -2,7 +2,8 @@
 # Every test, on both stores: the whole suite on the embedded store, then every integration test again on
 # PostgreSQL (MEDIAGATE_TEST_STORE=postgres: each gateway the tests start gets a database of its own on a
 # throwaway cluster the tests start, or on the server MEDIAGATE_TEST_DATABASE_URL names). Installs what is
-# missing first (Debian): the system's CA bundle, which the TLS tests need, and PostgreSQL.
+# missing first: from Debian, the system's CA bundle, which the TLS tests need, and PostgreSQL; from
+# crates.io, s3s-fs (an S3-compatible server over a directory) under target/tools, for the mirroring tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
@@ -14,6 +15,9 @@ if [ -z "${MEDIAGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null \
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+if [ ! -x target/tools/bin/s3s-fs ]; then
+  cargo install --quiet s3s-fs@0.14.1 --features binary --root target/tools
 fi
 cargo test --workspace --locked "$@"
 MEDIAGATE_TEST_STORE=postgres cargo test --workspace --locked --test '*' "$@"

@@ -29,8 +29,11 @@ use std::time::Duration;
 const LOOK_EVERY: Duration = Duration::from_millis(500);
 /// Copies under way at once, at most.
 const COPIES_AT_ONCE: usize = 16;
-/// How long a copy may take before the queue gives its task out again (to this process or another).
-const LEASE_MS: i64 = 15 * 60 * 1000;
+/// How long the queue keeps a copy taken by a process from the others; renewed while the copy runs, so a
+/// copy cut short by a crash is taken again this long after.
+const LEASE_MS: i64 = 30_000;
+/// How often the leases of the copies under way are renewed.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// Longest a file's download may take.
 const DOWNLOAD_WITHIN: Duration = Duration::from_secs(10 * 60);
 /// How often expired copies are deleted.
@@ -48,8 +51,7 @@ impl Mirroring {
         let results = &config.results;
         let files = results.mirror.then(|| Files::from_config(config)).transpose()?;
         let secret = links::secret(&results.link_secret_env, &config.data_dir)?;
-        let scheme = if config.tls.is_some() { "https" } else { "http" };
-        let base = results.public_url.clone().unwrap_or_else(|| format!("{scheme}://{}", config.listen));
+        let base = results.public_url.clone().unwrap_or_else(|| crate::server::public_url(config, config.listen));
         let retention_ms = i64::try_from(results.retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
         Ok(Mirroring { files, links: Arc::new(Links::new(&base, &secret)?), retention_ms })
     }
@@ -97,6 +99,7 @@ pub async fn run(state: web::Data<AppState>) {
     }
     actix_web::rt::spawn(sweep(state.clone()));
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
+    actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
     loop {
         actix_web::rt::time::sleep(LOOK_EVERY).await;
         let room = COPIES_AT_ONCE.saturating_sub(under_way.borrow().len());
@@ -119,6 +122,19 @@ pub async fn run(state: web::Data<AppState>) {
                     under_way.borrow_mut().remove(&task_id);
                 });
             }
+        }
+    }
+}
+
+/// Keeps the copies under way leased to this process.
+async fn renew(state: web::Data<AppState>, under_way: Rc<RefCell<HashSet<String>>>) {
+    loop {
+        actix_web::rt::time::sleep(RENEW_EVERY).await;
+        let task_ids: Vec<String> = under_way.borrow().iter().cloned().collect();
+        if !task_ids.is_empty()
+            && let Err(e) = state.store.renew_mirrors(task_ids, now_ms().saturating_add(LEASE_MS)).await
+        {
+            tracing::warn!(error = %e, "could not renew the leases of the result copies under way");
         }
     }
 }

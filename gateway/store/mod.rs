@@ -193,6 +193,8 @@ pub trait Storage: Send + Sync {
     /// `lease_ms` (not given again meanwhile, by this process or another), so a copy cut short by a crash
     /// is made again after it.
     async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Sets the copies of `task_ids`, under way here, aside until `until_ms` (their lease renewed).
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError>;
     /// Writes a task's mirroring (and its results) as it stands after an attempt; `retry_ms` keeps it
     /// queued until then, `None` takes it off the queue (mirrored, or given up).
     async fn save_mirror(

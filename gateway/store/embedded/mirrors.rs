@@ -42,6 +42,19 @@ impl Store {
         .await
     }
 
+    pub async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        self.queue(Commit::Deferred, move |tx: &Tx| {
+            let mut pending = tx.open_table(PENDING_MIRRORS)?;
+            for task_id in &task_ids {
+                if pending.get(task_id.as_str())?.is_some() {
+                    pending.insert(task_id.as_str(), until_ms)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
     pub async fn save_mirror(
         &self,
         task_id: &str,

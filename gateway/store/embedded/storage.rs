@@ -200,6 +200,10 @@ impl Storage for Store {
         Store::due_mirrors(self, now_ms, lease_ms, limit).await
     }
 
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        Store::renew_mirrors(self, task_ids, until_ms).await
+    }
+
     async fn save_mirror(
         &self,
         task_id: &str,

@@ -40,6 +40,14 @@ pub(super) async fn due(
     rows.iter().map(|row| decode(row.get(0))).collect()
 }
 
+pub(super) async fn renew(client: &Object, task_ids: &[String], until_ms: i64) -> Result<(), StoreError> {
+    client
+        .execute("UPDATE pending_mirrors SET due_ms = $2 WHERE task_id = ANY($1)", &[&task_ids, &until_ms])
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
 pub(super) async fn save(
     client: &mut Object,
     task_id: &str,

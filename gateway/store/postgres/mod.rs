@@ -434,6 +434,10 @@ impl Storage for Store {
         self.with(move |client| async move { mirrors::due(&client, now_ms, lease_ms, limit).await }).await
     }
 
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        self.with(move |client| async move { mirrors::renew(&client, &task_ids, until_ms).await }).await
+    }
+
     async fn save_mirror(
         &self,
         task_id: &str,

@@ -1,0 +1,360 @@
+//! Result mirroring end to end: every result file copied into the gateway's storage (the filesystem under
+//! the data dir, or a real S3-compatible server, `s3s-fs`, started here), downloaded from the gateway once
+//! the simulator has stopped (ranges included), through signed links that refuse any alteration; a copy
+//! cut short by a SIGKILL made after the restart; one that cannot be made leaving the upstream's link.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Demo, Process, Reply, free_port};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const T2V: &str = "alpha2.6-t2v_t2v";
+const T2I: &str = "beta-image-2.0-pro_t2i";
+
+fn gateway(data_dir: &Path, simulator: &Process, extra: &str, env: &[(&str, &str)]) -> Demo {
+    let config = common::serve_config(&simulator.address(), "", extra);
+    Demo::serve(data_dir, &config, &[&[common::SIM_KEY][..], env].concat())
+}
+
+/// Submits a video (polled) and an image (answered at once) for `key`; returns their task ids.
+fn submit_both(demo: &Demo, key: &str) -> Vec<String> {
+    let video = demo.post_as(key, "/v1/videos/generations", &json!({"model": T2V, "prompt": "a fox", "duration": 2}));
+    assert_eq!(video.status, 200, "{:?}", video.json);
+    let image = demo.post_as(key, "/v1/images/generations", &json!({"model": T2I, "prompt": "a lighthouse"}));
+    assert_eq!(image.status, 200, "{:?}", image.json);
+    let listed = demo.get_as(key, "/v1/tasks?limit=1").json;
+    vec![
+        video.json["task_id"].as_str().unwrap().to_string(),
+        listed["data"][0]["task_id"].as_str().unwrap().to_string(),
+    ]
+}
+
+/// Waits until the task's mirroring is `status` (a copy cut short waits out its lease); returns the task.
+fn wait_mirror(demo: &Demo, key: &str, task_id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let task = demo.get_as(key, &format!("/v1/tasks/{task_id}")).json;
+        if task["mirror"]["status"] == status {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "{task_id} never {status}: {task}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A GET of an absolute URL, with `headers`, no redirect followed.
+fn fetch(url: &str, headers: &[(&str, &str)]) -> Reply {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let mut request = agent.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let bytes = response.body_mut().read_to_vec().unwrap();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Reply { status, headers, json, bytes }
+}
+
+/// `link` as `demo` serves it: a restarted test gateway listens on another port.
+fn served_at(demo: &Demo, link: &str) -> String {
+    demo.url(&link[link.find("/v1/files/").unwrap()..])
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Every result of the mirrored `task` downloads from `demo` (by its link with no key, and by the content
+/// route with `key`) as the bytes its SHA-256 and size say, with its type, tag and ranges.
+fn downloads_whole(demo: &Demo, key: &str, task: &Value) {
+    let task_id = task["task_id"].as_str().unwrap();
+    for (index, result) in task["results"].as_array().unwrap().iter().enumerate() {
+        let link = result["url"].as_str().unwrap();
+        assert!(link.contains(&format!("/v1/files/{task_id}/{index}?")), "{link}");
+        let url = &served_at(demo, link);
+        let linked = fetch(url, &[]);
+        assert_eq!(linked.status, 200, "{url}: {:?}", linked.json);
+        assert_eq!(sha256(&linked.bytes), result["sha256"].as_str().unwrap());
+        assert_eq!(linked.bytes.len() as u64, result["size"].as_u64().unwrap());
+        assert_eq!(linked.header("content-type"), result["content_type"].as_str());
+        assert_eq!(linked.header("etag"), Some(format!("\"{}\"", result["sha256"].as_str().unwrap()).as_str()));
+        let auth = format!("Bearer {key}");
+        let content = fetch(
+            &demo.url(&format!("/v1/tasks/{task_id}/content?index={index}")),
+            &[("Authorization", auth.as_str())],
+        );
+        assert_eq!((content.status, &content.bytes), (200, &linked.bytes));
+        let ranged = fetch(url, &[("Range", "bytes=4-11")]);
+        assert_eq!(ranged.status, 206);
+        assert_eq!(ranged.bytes, linked.bytes[4..12]);
+        let total = linked.bytes.len();
+        assert_eq!(ranged.header("content-range"), Some(format!("bytes 4-11/{total}").as_str()));
+        let tail = fetch(url, &[("Range", "bytes=-5")]);
+        assert_eq!((tail.status, &tail.bytes[..]), (206, &linked.bytes[total - 5..]));
+    }
+}
+
+/// Results are copied into the data dir and served from there once the simulator is gone, also after a
+/// restart; a link altered anywhere is refused, and another account cannot read them by the content route.
+#[test]
+fn results_download_from_the_gateway_after_the_upstream_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("0.05", &[]);
+    let mut demo = gateway(&tmp.path().join("gateway"), &simulator, "", &[]);
+    let key = demo.account("acme", 1_000_000_000, 0, 0);
+    let other = demo.account("globex", 1_000_000_000, 0, 0);
+    let tasks: Vec<Value> =
+        submit_both(&demo, &key).iter().map(|task_id| wait_mirror(&demo, &key, task_id, "mirrored")).collect();
+    drop(simulator);
+    for task in &tasks {
+        assert!(task["results"][0]["url"].as_str().unwrap().starts_with(&format!("{}/v1/files/", demo.base)));
+        downloads_whole(&demo, &key, task);
+    }
+
+    let task_id = tasks[0]["task_id"].as_str().unwrap();
+    let url = tasks[0]["results"][0]["url"].as_str().unwrap();
+    let signature = url.rsplit('=').next().unwrap();
+    let flipped = format!("{}{}", &signature[..signature.len() - 1], if signature.ends_with('0') { '1' } else { '0' });
+    let expires = url.split("expires=").nth(1).unwrap().split('&').next().unwrap();
+    let later = (expires.parse::<i64>().unwrap() + 86_400).to_string();
+    for altered in [
+        url.replace(signature, &flipped),
+        url.replace(&format!("expires={expires}"), &format!("expires={later}")),
+        url.replace(&format!("/{task_id}/0?"), &format!("/{task_id}/1?")),
+        url.replace(&format!("&signature={signature}"), ""),
+    ] {
+        let refused = fetch(&altered, &[]);
+        assert_eq!((refused.status, refused.json["error"]["code"].as_str()), (403, Some("invalid_link")), "{altered}");
+    }
+    let auth = format!("Bearer {other}");
+    let foreign = fetch(&demo.url(&format!("/v1/tasks/{task_id}/content")), &[("Authorization", &auth)]);
+    assert_eq!((foreign.status, foreign.json["error"]["code"].as_str()), (404, Some("task_not_found")));
+    let unauthenticated = fetch(&demo.url(&format!("/v1/tasks/{task_id}/content")), &[]);
+    assert_eq!(unauthenticated.status, 401);
+    let auth = format!("Bearer {key}");
+    let beyond = fetch(&demo.url(&format!("/v1/tasks/{task_id}/content?index=5")), &[("Authorization", &auth)]);
+    assert_eq!((beyond.status, beyond.json["error"]["param"].as_str()), (404, Some("index")));
+    let out_of_file = fetch(url, &[("Range", "bytes=100000-100010")]);
+    assert_eq!((out_of_file.status, out_of_file.json["error"]["code"].as_str()), (416, Some("range_not_satisfiable")));
+
+    // The copies are the gateway's: a restart still serves them, the upstream still gone.
+    demo.kill();
+    let config = std::fs::read_to_string(tmp.path().join("gateway/serve-config.yaml")).unwrap();
+    let config =
+        config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect::<Vec<_>>();
+    let demo = Demo::serve(&tmp.path().join("gateway"), &config.join("\n"), &[common::SIM_KEY]);
+    for task in &tasks {
+        let task = demo.get_as(&key, &format!("/v1/tasks/{}", task["task_id"].as_str().unwrap())).json;
+        downloads_whole(&demo, &key, &task);
+    }
+}
+
+/// A copy is queued in the write that ends its task: a gateway killed as the copy starts makes it once
+/// restarted.
+#[test]
+fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("0.05", &[]);
+    let data_dir = tmp.path().join("gateway");
+    let mut crashing = gateway(&data_dir, &simulator, "", &[("MEDIAGATE_FAILPOINT", "before-mirror")]);
+    let key = crashing.account("acme", 1_000_000_000, 0, 0);
+    let body = json!({"model": T2V, "prompt": "a fox", "duration": 2});
+    let task_id = crashing.post_as(&key, "/v1/videos/generations", &body).json["task_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while crashing.process.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the failpoint never fired");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crashing.kill();
+    let config = std::fs::read_to_string(data_dir.join("serve-config.yaml")).unwrap();
+    let config =
+        config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect::<Vec<_>>();
+    let demo = Demo::serve(&data_dir, &config.join("\n"), &[common::SIM_KEY]);
+    let task = wait_mirror(&demo, &key, &task_id, "mirrored");
+    assert_eq!(task["status"], "success");
+    drop(simulator);
+    downloads_whole(&demo, &key, &task);
+}
+
+/// While no copy exists the links stream the upstream's file; a copy that cannot be made gives the results
+/// their upstream links back and says why; with mirroring off, results are the upstream's and still download
+/// through the content route; and a copy past its retention is refused.
+#[test]
+fn without_a_copy_results_come_from_the_upstream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("0.05", &[]);
+    // Storage that refuses every connection: each copy fails.
+    let nowhere = format!("results: {{s3: {{bucket: b, endpoint: 'http://{}'}}", free_port());
+    let env = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s"), ("AWS_DEFAULT_REGION", "us-east-1")];
+
+    let retrying =
+        gateway(&tmp.path().join("retrying"), &simulator, &format!("{nowhere}, retry_delays_ms: [600000]}}\n"), &env);
+    let key = retrying.account("acme", 1_000_000_000, 0, 0);
+    for task_id in submit_both(&retrying, &key) {
+        let task =
+            wait_until(&retrying, &key, &task_id, |t| t["status"] == "success" && t["mirror"]["status"] == "pending");
+        let url = task["results"][0]["url"].as_str().unwrap();
+        assert!(url.starts_with(&retrying.base), "{url}");
+        let streamed = fetch(url, &[]);
+        assert_eq!(streamed.status, 200, "{:?}", streamed.json);
+        assert!(streamed.header("content-type").is_some_and(|t| t == "video/mp4" || t == "image/png"));
+        assert!(!streamed.bytes.is_empty());
+    }
+
+    let failing =
+        gateway(&tmp.path().join("failing"), &simulator, &format!("{nowhere}, retry_delays_ms: [50]}}\n"), &env);
+    let key = failing.account("acme", 1_000_000_000, 0, 0);
+    for task_id in submit_both(&failing, &key) {
+        let task = wait_mirror(&failing, &key, &task_id, "failed");
+        assert!(task["mirror"]["error"].as_str().is_some_and(|e| !e.is_empty()), "{task}");
+        let url = task["results"][0]["url"].as_str().unwrap();
+        assert!(url.starts_with(&simulator.address()), "the upstream's link is back: {url}");
+        assert!(task["results"][0].get("sha256").is_none(), "{task}");
+        let auth = format!("Bearer {key}");
+        let content = fetch(&failing.url(&format!("/v1/tasks/{task_id}/content")), &[("Authorization", &auth)]);
+        assert_eq!((content.status, content.bytes.clone()), (200, fetch(url, &[]).bytes));
+    }
+
+    let off = gateway(&tmp.path().join("off"), &simulator, "results: {mirror: false}\n", &[]);
+    let key = off.account("acme", 1_000_000_000, 0, 0);
+    for task_id in submit_both(&off, &key) {
+        let task = wait_until(&off, &key, &task_id, |t| t["status"] == "success");
+        assert!(task.get("mirror").is_none(), "{task}");
+        let url = task["results"][0]["url"].as_str().unwrap();
+        assert!(url.starts_with(&simulator.address()), "{url}");
+        let auth = format!("Bearer {key}");
+        let content = fetch(&off.url(&format!("/v1/tasks/{task_id}/content")), &[("Authorization", &auth)]);
+        assert_eq!((content.status, content.bytes.clone()), (200, fetch(url, &[]).bytes));
+    }
+
+    // Kept for no day: each copy has expired (by its second) as soon as it is made.
+    let expiring = gateway(&tmp.path().join("expiring"), &simulator, "results: {retention_days: 0}\n", &[]);
+    let key = expiring.account("acme", 1_000_000_000, 0, 0);
+    let task_id = submit_both(&expiring, &key).remove(0);
+    let task = wait_mirror(&expiring, &key, &task_id, "mirrored");
+    std::thread::sleep(Duration::from_millis(1100));
+    let expired = fetch(task["results"][0]["url"].as_str().unwrap(), &[]);
+    assert_eq!((expired.status, expired.json["error"]["code"].as_str()), (403, Some("invalid_link")));
+    let auth = format!("Bearer {key}");
+    let content = fetch(&expiring.url(&format!("/v1/tasks/{task_id}/content")), &[("Authorization", &auth)]);
+    assert_eq!((content.status, content.json["error"]["code"].as_str()), (410, Some("result_expired")));
+}
+
+fn wait_until(demo: &Demo, key: &str, task_id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let task = demo.get_as(key, &format!("/v1/tasks/{task_id}")).json;
+        if done(&task) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "{task_id}: {task}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `s3s-fs` (an S3-compatible server over a directory, from crates.io): `tests/all.sh` installs it under
+/// target/tools; one on the PATH does too.
+fn s3s_fs() -> PathBuf {
+    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin/s3s-fs");
+    if local.exists() {
+        return local;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("s3s-fs"))
+        .find(|candidate| candidate.exists());
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "s3s-fs is missing: `cargo install s3s-fs@0.14.1 --features binary --root target/tools` (tests/all.sh does)"
+        )
+    })
+}
+
+/// Against a real S3-compatible server: results are copied into its bucket, and download from the gateway
+/// (streamed through it, ranges included) and by a redirect to a presigned URL, the simulator gone.
+#[test]
+fn results_are_copied_into_s3_compatible_storage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s3");
+    std::fs::create_dir_all(root.join("results-bucket")).unwrap();
+    let address = free_port();
+    let (host, port) = address.split_once(':').unwrap();
+    let mut server = std::process::Command::new(s3s_fs())
+        .args(["--host", host, "--port", port, "--access-key", "AKTEST", "--secret-key", "SKTEST"])
+        .arg(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&address).is_err() {
+        assert!(Instant::now() < deadline, "s3s-fs did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let env = [("AWS_ACCESS_KEY_ID", "AKTEST"), ("AWS_SECRET_ACCESS_KEY", "SKTEST")];
+    let s3 = |presigned: u64| {
+        format!(
+            "results: {{s3: {{bucket: results-bucket, prefix: copies, endpoint: 'http://{address}', region: us-east-1, \
+             presigned_seconds: {presigned}}}}}\n"
+        )
+    };
+    let simulator = common::simulator("0.05", &[]);
+    let data_dir = tmp.path().join("gateway");
+    let mut demo = gateway(&data_dir, &simulator, &s3(0), &env);
+    let key = demo.account("acme", 1_000_000_000, 0, 0);
+    let tasks: Vec<Value> =
+        submit_both(&demo, &key).iter().map(|task_id| wait_mirror(&demo, &key, task_id, "mirrored")).collect();
+    drop(simulator);
+    for task in &tasks {
+        downloads_whole(&demo, &key, task);
+        let task_id = task["task_id"].as_str().unwrap();
+        let stored: Vec<PathBuf> = walk(&root.join("results-bucket/copies"))
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains(task_id))
+            .collect();
+        assert_eq!(stored.len(), task["results"].as_array().unwrap().len(), "{stored:?}");
+    }
+
+    // Presigned: the gateway redirects, and the storage serves the bytes (and ranges) itself.
+    demo.kill();
+    let simulator = common::simulator("0.05", &[]);
+    let demo = gateway(&data_dir, &simulator, &s3(60), &env);
+    drop(simulator);
+    for task in &tasks {
+        let result = &task["results"][0];
+        let redirected = fetch(&served_at(&demo, result["url"].as_str().unwrap()), &[]);
+        assert_eq!(redirected.status, 302);
+        let location = redirected.header("location").unwrap();
+        assert!(location.starts_with(&format!("http://{address}/results-bucket/copies/")), "{location}");
+        let direct = fetch(location, &[]);
+        assert_eq!((direct.status, sha256(&direct.bytes)), (200, result["sha256"].as_str().unwrap().to_string()));
+        let ranged = fetch(location, &[("Range", "bytes=4-11")]);
+        assert_eq!((ranged.status, &ranged.bytes[..]), (206, &direct.bytes[4..12]));
+    }
+    drop(demo);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .map_while(Result::ok)
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() { walk(&path) } else { vec![path] }
+        })
+        .collect()
+}
