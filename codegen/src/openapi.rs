@@ -69,6 +69,35 @@ pub fn openapi(spec: &Spec) -> Value {
         "parameters": [task_id_param()],
         "responses": {"200": {"description": "The cancelled task.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Task"}}}}, "default": error_response()},
     }}));
+    let bytes = json!({"*/*": {"schema": {"type": "string", "format": "binary"}}});
+    let download_headers = json!({
+        "Content-Type": {"schema": {"type": "string"}}, "Content-Length": {"schema": {"type": "integer"}},
+        "ETag": {"schema": {"type": "string"}}, "Content-Range": {"schema": {"type": "string"}},
+    });
+    let range = json!({"name": "Range", "in": "header", "required": false, "schema": {"type": "string"}, "description": "One byte range, e.g. `bytes=0-1023`."});
+    let download_responses = json!({
+        "200": {"description": "The file.", "headers": download_headers, "content": bytes},
+        "206": {"description": "The range asked for.", "headers": download_headers, "content": bytes},
+        "302": {"description": "On S3 with presigned downloads: the file's presigned URL, in `Location`."},
+        "default": error_response(),
+    });
+    paths.insert("/v1/tasks/{task_id}/content".into(), json!({"get": {
+        "operationId": "get_task_content", "summary": "Download a result of a succeeded task.",
+        "parameters": [task_id_param(), query("index", "Which result, from 0.", json!({"type": "integer", "minimum": 0, "default": 0})), range],
+        "responses": download_responses,
+    }}));
+    paths.insert("/v1/files/{task_id}/{index}".into(), json!({"get": {
+        "operationId": "get_result_file", "summary": "Download a result by its signed link (a result's `url`): no key needed.",
+        "security": [],
+        "parameters": [
+            task_id_param(),
+            {"name": "index", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 0}},
+            query("expires", "The link's expiry, Unix seconds.", json!({"type": "integer"})),
+            query("signature", "The gateway's signature of the link.", json!({"type": "string"})),
+            range,
+        ],
+        "responses": download_responses,
+    }}));
     paths.insert("/v1/models".into(), json!({"get": {
         "operationId": "list_models", "summary": "List enabled models.",
         "responses": {"200": {"description": "Models.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ModelList"}}}}, "default": error_response()},
@@ -135,7 +164,14 @@ fn response_schemas() -> Map<String, Value> {
                 "model": {"type": "string"}, "operation": {"type": "string"}, "type": {"type": "string"},
                 "created_at": {"type": "string"}, "updated_at": {"type": "string"}, "finished_at": {"type": "string"},
                 "results": {"type": "array", "items": {"type": "object", "properties": {
-                    "url": {"type": "string"}, "type": {"type": "string"}, "expires_at": {"type": "string"}}}},
+                    "url": {"type": "string", "description": "The gateway's signed link (no key needed) until `expires_at`; the upstream's URL if mirroring is off or failed."},
+                    "type": {"type": "string"}, "expires_at": {"type": "string"},
+                    "size": {"type": "integer", "description": "Bytes, once the file is copied."},
+                    "content_type": {"type": "string"},
+                    "sha256": {"type": "string", "description": "Lowercase hex; also the download's ETag."}}}},
+                "mirror": {"type": "object", "required": ["status"], "properties": {
+                    "status": {"enum": ["pending", "mirrored", "failed"]},
+                    "error": {"type": "string", "description": "Why the copy failed (the results keep the upstream's URLs)."}}},
                 "usage": {"type": "object"},
                 "settlement": {"type": "object"},
                 "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},

@@ -79,6 +79,8 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
         .await
         .map_err(db_error)?;
     }
+    // Copies still waiting are queued again, as the write ending their tasks queued them.
+    super::mirrors::enqueue(&tx, &export.tasks.iter().collect::<Vec<_>>()).await?;
     tx.execute(
         "UPDATE accounts SET in_flight = (SELECT count(*) FROM tasks \
          WHERE tasks.account = accounts.name AND status IN ('queued', 'running'))",
