@@ -39,9 +39,11 @@ const DOWNLOAD_WITHIN: Duration = Duration::from_secs(10 * 60);
 /// How often expired copies are deleted.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-/// What serves and keeps result copies: the storage, when mirroring is on, and the link signer.
+/// What keeps and serves result copies: the storage (read even with mirroring off, for the copies made
+/// before), whether new copies are made, and the link signer.
 pub struct Mirroring {
-    pub files: Option<Files>,
+    pub files: Files,
+    copies: bool,
     pub links: Arc<Links>,
     retention_ms: i64,
 }
@@ -49,16 +51,16 @@ pub struct Mirroring {
 impl Mirroring {
     pub fn from_config(config: &Config) -> Result<Mirroring, String> {
         let results = &config.results;
-        let files = results.mirror.then(|| Files::from_config(config)).transpose()?;
+        let files = Files::from_config(config)?;
         let secret = links::secret(&results.link_secret_env, &config.data_dir)?;
         let base = results.public_url.clone().unwrap_or_else(|| crate::server::public_url(config, config.listen));
         let retention_ms = i64::try_from(results.retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
-        Ok(Mirroring { files, links: Arc::new(Links::new(&base, &secret)?), retention_ms })
+        Ok(Mirroring { files, copies: results.mirror, links: Arc::new(Links::new(&base, &secret)?), retention_ms })
     }
 
     /// What the write ending a task applies if it succeeds, where mirroring is on.
     pub fn adoption(&self) -> Option<Adoption> {
-        self.files.as_ref().map(|_| Adoption { links: self.links.clone(), retention_ms: self.retention_ms })
+        self.copies.then(|| Adoption { links: self.links.clone(), retention_ms: self.retention_ms })
     }
 }
 
@@ -92,12 +94,13 @@ impl Adoption {
     }
 }
 
-/// Copies due results until the process ends. Call once, on the actix system.
+/// Copies due results (where mirroring is on) and sweeps expired copies until the process ends. Call once,
+/// on the actix system.
 pub async fn run(state: web::Data<AppState>) {
-    if state.mirroring.files.is_none() {
+    actix_web::rt::spawn(sweep(state.clone()));
+    if !state.mirroring.copies {
         return;
     }
-    actix_web::rt::spawn(sweep(state.clone()));
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
     loop {
@@ -177,7 +180,7 @@ async fn attempt(state: &AppState, task: TaskRecord) {
 }
 
 async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
-    let files = state.mirroring.files.as_ref().ok_or("mirroring is off")?;
+    let files = &state.mirroring.files;
     let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("the task's model is no longer in the spec")?;
     let upstream = state.upstreams.region(region).map_err(|e| e.to_string())?;
     let mut copied = Vec::with_capacity(mirror.sources.len());
@@ -206,7 +209,7 @@ pub fn default_content_type(kind: &str) -> &'static str {
 
 /// Deletes expired copies every so often, and reports what is stored.
 async fn sweep(state: web::Data<AppState>) {
-    let Some(files) = state.mirroring.files.as_ref() else { return };
+    let files = &state.mirroring.files;
     loop {
         match files.sweep(now_ms()).await {
             Ok((objects, bytes)) => crate::metrics::results_stored(objects, bytes),

@@ -17,6 +17,10 @@ impl Store {
     /// Queued tasks due by `now_ms`, each set aside for `lease_ms` (the write that does so need not be
     /// durable: a crash only makes them due again sooner).
     pub async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        // Looked for without a write first: the writer is woken only when a copy is due.
+        if !self.any_mirror_due(now_ms)? {
+            return Ok(Vec::new());
+        }
         self.queue(Commit::Deferred, move |tx: &Tx| {
             let mut pending = tx.open_table(PENDING_MIRRORS)?;
             let mut due = Vec::new();
@@ -40,6 +44,12 @@ impl Store {
             Ok(records)
         })
         .await
+    }
+
+    fn any_mirror_due(&self, now_ms: i64) -> Result<bool, StoreError> {
+        let view = self.view()?;
+        let pending = view.open_table(PENDING_MIRRORS)?;
+        Ok(pending.iter()?.any(|row| row.is_ok_and(|(_, due_ms)| due_ms.value() <= now_ms)))
     }
 
     pub async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
