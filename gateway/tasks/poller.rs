@@ -47,7 +47,7 @@ const RETRY_MS: i64 = 2000;
 const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Tasks leased to this process read back each second, to check the poller has them.
 const LEASES_CHECKED_AT_ONCE: usize = 1000;
-/// A job holding a task this long is reported: queries and writes time out well before.
+/// A job under way this long (or twice the longest upstream timeout, if more) is taken to be lost.
 const JOB_OVERDUE_MS: i64 = 60_000;
 
 /// Handle for scheduling tasks; cheap to share.
@@ -285,6 +285,8 @@ struct Sweeper {
     window_due: HashMap<u64, HashSet<Id>>,
     store_jobs: VecDeque<StoreJob>,
     store_busy: Rc<Cell<usize>>,
+    /// How long a job may be under way before it is taken to be lost.
+    overdue_ms: i64,
     last_ticket: u64,
     next_sweep_ms: i64,
     reports: mpsc::UnboundedSender<Report>,
@@ -306,7 +308,11 @@ impl Sweeper {
                 busy: Rc::new(Cell::new(0)),
             })
             .collect();
+        let longest_timeout = state.upstreams.regions().map(|(_, upstream)| upstream.timeout).max().unwrap_or_default();
+        let overdue_ms =
+            JOB_OVERDUE_MS.max(i64::try_from(longest_timeout.as_millis()).unwrap_or(i64::MAX).saturating_mul(2));
         Sweeper {
+            overdue_ms,
             share: state.store.poll_share(),
             state,
             tracker: Tracker::default(),
@@ -359,7 +365,9 @@ impl Sweeper {
         }
     }
 
-    /// A task leased to this process, if the poller lost track of it: looked at now.
+    /// A task leased to this process, if the poller lost track of it: looked at now. One a job has held for
+    /// far longer than any query or write takes (its job lost, by a bug) is reported and looked at again;
+    /// one queued behind others for a slot keeps its place.
     fn track_missing(&mut self, record: &TaskRecord) {
         let Some(slot) = self.tracker.slot_of(&record.task_id) else {
             if !record.status.is_terminal() {
@@ -368,34 +376,37 @@ impl Sweeper {
             }
             return;
         };
-        if let Some(task) = self.tracker.get(slot)
-            && task.holder != IDLE
-            && now_ms() - task.held_since_ms > JOB_OVERDUE_MS
-        {
+        let now = now_ms();
+        let Some(task) = self.tracker.get(slot).filter(|t| t.holder != IDLE) else { return };
+        let (holder, held_ms) = (task.holder, now - task.held_since_ms);
+        let (stage, lost) = self.holder_of(slot, holder);
+        if lost && held_ms > self.overdue_ms {
             tracing::warn!(
                 task_id = record.task_id,
-                held_ms = now_ms() - task.held_since_ms,
-                holder = self.holder_of(slot, task.holder),
-                "a task has waited for one job for minutes"
+                held_ms,
+                stage,
+                "a job held a task for minutes; looking at it again"
             );
+            self.tracker.release(slot, holder, Some(now));
         }
     }
 
-    /// Where the job holding `slot` stands, for the overdue report.
-    fn holder_of(&self, slot: Slot, ticket: u64) -> &'static str {
+    /// Where the job holding `slot` stands, and whether it is under way (so past a deadline it is lost) rather
+    /// than waiting its turn.
+    fn holder_of(&self, slot: Slot, ticket: u64) -> (&'static str, bool) {
         let queued = |queue: &VecDeque<(Slot, u64)>| queue.contains(&(slot, ticket));
         if ticket == TAKEN {
-            "taken by a sweep, never planned"
+            ("taken by a sweep, never planned", true)
         } else if self.lanes.iter().any(|l| queued(&l.fetches) || queued(&l.directs)) {
-            "a query waiting for a slot"
+            ("a query waiting for a slot", false)
         } else if self.lanes.iter().any(|l| l.windows.iter().any(|(t, _)| *t == ticket)) {
-            "a list waiting for a slot"
-        } else if self.windows.contains_key(&ticket) {
-            "a list under way"
+            ("a list waiting for a slot", false)
         } else if self.store_jobs.iter().any(|job| job.ticket() == Some(ticket)) {
-            "a store write waiting for a slot"
+            ("a store write waiting for a slot", false)
+        } else if self.windows.contains_key(&ticket) {
+            ("a list under way", true)
         } else {
-            "a query or store write under way"
+            ("a query or store write under way", true)
         }
     }
 
