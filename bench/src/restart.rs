@@ -121,6 +121,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         error: None,
         billing: Some(billing),
         callback_url: None,
+        mirror: None,
     }
 }
 
