@@ -1,8 +1,8 @@
 //! Result mirroring: each file of a succeeded task is copied from the upstream into the gateway's own
 //! storage (`files`), so results outlive the upstream's signed URLs.
 //!
-//! The write that makes a task `success` marks its mirroring pending (`adopt`) and swaps its result URLs
-//! for the gateway's signed links (`links`), and the store queues the copy in that same write. The worker
+//! The write that makes a task `success` marks its mirroring pending (`Adoption`) and swaps its result
+//! URLs for the gateway's signed links (`links`), and the store queues the copy in that same write. The worker
 //! here takes due copies, streams each file in (hashing it on the way), and writes down the files (size,
 //! content type, SHA-256), or retries with backoff; a copy that never succeeds gives the results their
 //! upstream URLs back, and the task says so. Mirroring never touches billing. The sweeper deletes copies
