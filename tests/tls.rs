@@ -44,7 +44,11 @@ fn jobs_finish(gateway: &Demo) {
     let key = gateway.account("acme", 100_000_000, 0, 0);
     let sync = gateway.post_as(&key, "/v1/images/generations", &json!({"model": SYNC_IMAGE, "prompt": "a lighthouse"}));
     assert_eq!(sync.status, 200, "{:?}", sync.json);
-    assert!(sync.json["data"][0]["url"].as_str().unwrap().starts_with("https://"));
+    // The result's link is the gateway's; its bytes come over TLS, streamed from the upstream or copied.
+    let link = sync.json["data"][0]["url"].as_str().unwrap();
+    let path = link.strip_prefix(&gateway.base).unwrap_or_else(|| panic!("{link} is not the gateway's"));
+    let file = gateway.request("GET", path, None, &[]);
+    assert_eq!((file.status, file.header("content-type")), (200, Some("image/png")), "{:?}", file.json);
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
     let accepted = gateway.post_as(&key, "/v1/videos/generations", &body);
     assert_eq!(accepted.status, 200, "{:?}", accepted.json);
