@@ -131,3 +131,35 @@ impl Files {
         Ok((objects, bytes))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const DAY_MS: i64 = 86_400_000;
+
+    /// Copies go under the day they expire; a sweep deletes the days before its own and counts the rest.
+    #[test]
+    fn a_sweep_deletes_the_copies_of_days_past() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+        let files = Files::from_config(&config).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let start = 1_800_000_000_000;
+        let body = |text: &'static str| futures_util::stream::iter([Ok::<_, String>(bytes::Bytes::from(text))]);
+        runtime.block_on(async {
+            let old = files.path("task-a", 0, start);
+            let kept = files.path("task-b", 0, start + 2 * DAY_MS);
+            assert_ne!(old.split('/').next(), kept.split('/').next(), "{old} {kept}");
+            let stored = files.put(&old, "video/mp4", body("gone soon")).await.unwrap();
+            assert_eq!((stored.size, stored.sha256.len()), (9, 64));
+            files.put(&kept, "image/png", body("kept")).await.unwrap();
+            assert_eq!(files.sweep(start).await.unwrap(), (2, 13), "nothing has expired by its day");
+            assert_eq!(files.sweep(start + DAY_MS).await.unwrap(), (1, 4));
+            assert!(files.get(&old, None).await.is_err());
+            let read = files.get(&kept, Some(GetRange::Bounded(1..3))).await.unwrap().bytes().await.unwrap();
+            assert_eq!(&read[..], b"ep");
+        });
+    }
+}
