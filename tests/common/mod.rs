@@ -377,7 +377,14 @@ impl Demo {
             if ["success", "failed", "timeout", "cancelled"].contains(&status.as_str()) {
                 return reply.json;
             }
-            assert!(Instant::now() < deadline, "task {task_id} still {status}");
+            if Instant::now() > deadline {
+                let log = self.process.stderr();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                panic!(
+                    "task {task_id} still {status}: {}; the gateway's last log lines, newest first: {tail:#?}",
+                    reply.json
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
