@@ -379,8 +379,12 @@ impl Sweeper {
         let now = now_ms();
         let Some(task) = self.tracker.get(slot).filter(|t| t.holder != IDLE) else { return };
         let (holder, held_ms) = (task.holder, now - task.held_since_ms);
+        if held_ms <= self.overdue_ms {
+            return;
+        }
+        // Rare: only then are the queues searched for the job.
         let (stage, lost) = self.holder_of(slot, holder);
-        if lost && held_ms > self.overdue_ms {
+        if lost {
             tracing::warn!(
                 task_id = record.task_id,
                 held_ms,
