@@ -47,6 +47,13 @@ fn wait_mirror(demo: &Demo, key: &str, task_id: &str, status: &str) -> Value {
     }
 }
 
+/// The gateway of `data_dir` started again with the config it last ran with (on a new port).
+fn restart(data_dir: &Path) -> Demo {
+    let config = std::fs::read_to_string(data_dir.join("serve-config.yaml")).unwrap();
+    let kept: Vec<&str> = config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect();
+    Demo::serve(data_dir, &kept.join("\n"), &[common::SIM_KEY])
+}
+
 /// A GET of an absolute URL, with `headers`, no redirect followed.
 fn fetch(url: &str, headers: &[(&str, &str)]) -> Reply {
     let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
@@ -150,10 +157,7 @@ fn results_download_from_the_gateway_after_the_upstream_is_gone() {
 
     // The copies are the gateway's: a restart still serves them, the upstream still gone.
     demo.kill();
-    let config = std::fs::read_to_string(tmp.path().join("gateway/serve-config.yaml")).unwrap();
-    let config =
-        config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect::<Vec<_>>();
-    let demo = Demo::serve(&tmp.path().join("gateway"), &config.join("\n"), &[common::SIM_KEY]);
+    let demo = restart(&tmp.path().join("gateway"));
     for task in &tasks {
         let task = demo.get_as(&key, &format!("/v1/tasks/{}", task["task_id"].as_str().unwrap())).json;
         downloads_whole(&demo, &key, &task);
@@ -177,10 +181,7 @@ fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
         std::thread::sleep(Duration::from_millis(20));
     }
     crashing.kill();
-    let config = std::fs::read_to_string(data_dir.join("serve-config.yaml")).unwrap();
-    let config =
-        config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect::<Vec<_>>();
-    let demo = Demo::serve(&data_dir, &config.join("\n"), &[common::SIM_KEY]);
+    let demo = restart(&data_dir);
     let task = wait_mirror(&demo, &key, &task_id, "mirrored");
     assert_eq!(task["status"], "success");
     drop(simulator);

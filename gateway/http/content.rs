@@ -99,18 +99,17 @@ async fn serve(
         };
         return Err(ApiError::new(ErrorCode::result_not_found, message).with_param("index"));
     };
-    match &task.mirror {
-        Some(mirror) if now_ms() > mirror.expires_ms && mirror.file(index).is_some() => Err(ApiError::new(
-            ErrorCode::result_expired,
-            format!("Result {index} of task `{}` has expired.", task.task_id),
-        )),
-        Some(mirror) => match (mirror.file(index), mirror.sources.get(index)) {
-            (Some(file), _) => from_storage(state, request, file).await,
-            (None, Some(source)) => from_upstream(state, request, task, &source.url, &source.kind).await,
-            (None, None) => from_upstream(state, request, task, &result.url, &result.kind).await,
-        },
-        None => from_upstream(state, request, task, &result.url, &result.kind).await,
+    let mirror = task.mirror.as_ref();
+    if let Some(file) = mirror.and_then(|m| m.file(index)) {
+        if mirror.is_some_and(|m| now_ms() > m.expires_ms) {
+            let message = format!("Result {index} of task `{}` has expired.", task.task_id);
+            return Err(ApiError::new(ErrorCode::result_expired, message));
+        }
+        return from_storage(state, request, file).await;
     }
+    // No copy: the upstream's file, as it gave it (kept aside while a copy is pending).
+    let source = mirror.and_then(|m| m.sources.get(index)).unwrap_or(result);
+    from_upstream(state, request, task, &source.url, &source.kind).await
 }
 
 async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFile) -> Result<HttpResponse, ApiError> {
@@ -126,10 +125,8 @@ async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFi
     if request.headers().get(header::IF_NONE_MATCH).is_some_and(matches) {
         return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
     }
-    let (status, range) = match requested_range(request, file.size)? {
-        Some((first, last)) => (StatusCode::PARTIAL_CONTENT, Some((first, last))),
-        None => (StatusCode::OK, None),
-    };
+    let range = requested_range(request, file.size)?;
+    let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
     let object = files
         .get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1)))
         .await
@@ -171,10 +168,7 @@ async fn from_upstream(
     kind: &str,
 ) -> Result<HttpResponse, ApiError> {
     let unavailable = |message: String| ApiError::new(ErrorCode::upstream_unavailable, message);
-    let region = crate::catalog::ModelSpec::find(&task.model)
-        .map(|model| model.region)
-        .ok_or_else(|| unavailable("The task's model is no longer served.".into()))?;
-    let upstream = state.upstreams.region(region).map_err(|e| unavailable(e.to_string()))?;
+    let upstream = crate::mirror::upstream_of(state, task).map_err(unavailable)?;
     let mut fetch = upstream.fetch(url).timeout(STREAM_WITHIN);
     if let Some(range) = request.headers().get(header::RANGE) {
         fetch = fetch.insert_header((header::RANGE, range.clone()));

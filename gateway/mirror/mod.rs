@@ -16,6 +16,7 @@ use crate::clock::{local_time, now_ms};
 use crate::config::Config;
 use crate::state::AppState;
 use crate::store::{Mirror, MirrorState, MirroredFile, TaskRecord};
+use crate::upstream::client::RegionUpstream;
 use actix_web::web;
 use files::Files;
 use links::Links;
@@ -181,8 +182,7 @@ async fn attempt(state: &AppState, task: TaskRecord) {
 
 async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
     let files = &state.mirroring.files;
-    let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("the task's model is no longer in the spec")?;
-    let upstream = state.upstreams.region(region).map_err(|e| e.to_string())?;
+    let upstream = upstream_of(state, task)?;
     let mut copied = Vec::with_capacity(mirror.sources.len());
     for (index, source) in mirror.sources.iter().enumerate() {
         let response = upstream.fetch(&source.url).timeout(DOWNLOAD_WITHIN).send().await;
@@ -200,6 +200,12 @@ async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Resul
         copied.push(MirroredFile { key: path, size: stored.size, content_type, sha256: stored.sha256 });
     }
     Ok(copied)
+}
+
+/// The upstream that serves `task`'s result files: its model's region's.
+pub fn upstream_of<'a>(state: &'a AppState, task: &TaskRecord) -> Result<&'a RegionUpstream, String> {
+    let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("The task's model is no longer served.")?;
+    state.upstreams.region(region).map_err(|e| e.to_string())
 }
 
 /// The content type of a result whose upstream named none, by its kind.
