@@ -33,8 +33,9 @@ use tokio::sync::{Notify, mpsc};
 
 /// A task without an upstream id this long after creation was interrupted mid-submission.
 const ORPHAN_AFTER_MS: i64 = 60_000;
-/// Queries (list calls included) under way per region at most: enough to keep every key busy, few enough
-/// that each waits for its key's turn right before it is sent.
+/// Queries (list calls included) under way per region at most. Fewer while the keys' pace is slower
+/// ([`KeyRing::queries_ahead`]): a query waits for its key's turn only briefly, and work not yet started
+/// stays queued in order (fetches first).
 const QUERIES_IN_FLIGHT: usize = 64;
 /// Store writes the poller starts at once (timeouts, failures, RUNNING marks); the writer batches them.
 const STORE_WRITES_IN_FLIGHT: usize = 32;
@@ -688,7 +689,7 @@ impl Sweeper {
     }
 
     fn next_job(&mut self, lane: usize) -> Option<Job> {
-        let lane = self.lanes.get_mut(lane).filter(|l| l.busy.get() < QUERIES_IN_FLIGHT)?;
+        let lane = self.lanes.get_mut(lane).filter(|l| l.busy.get() < l.keys.queries_ahead().min(QUERIES_IN_FLIGHT))?;
         if let Some((slot, ticket)) = lane.fetches.pop_front() {
             return Some(Job::Query(slot, ticket));
         }

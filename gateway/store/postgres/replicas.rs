@@ -13,8 +13,9 @@
 //!
 //! The replicas counted take turns by [`SLICE_MS`] of creation time: a task the upstream accepts is handed
 //! to the replica whose turn its creation time falls in ([`Replica::poller_for`]), which takes it with its
-//! next claim. The upstream lists tasks by creation time, so a replica's list windows then report its own
-//! tasks rather than everyone's.
+//! next claim, and so are the tasks of a replica that stopped. The upstream lists tasks by creation time, so
+//! a replica's list windows then report its own tasks rather than everyone's; and as each replica paces the
+//! keys at an equal share, each has an equal share of the tasks too, whatever their number.
 
 use super::db_error;
 use crate::store::{StoreError, TaskRecord, decode};
@@ -35,9 +36,10 @@ const JOIN_WAIT: Duration = Duration::from_millis(2_500);
 const COUNTS_KEPT: usize = 4;
 /// Most tasks one claim takes over.
 const CLAIM_AT_MOST: i64 = 10_000;
-/// The replicas' turns at polling, in creation time: long against a list window's width (the clock skew
-/// it allows for on each side), so few windows cross into another replica's turn.
-const SLICE_MS: i64 = 10_000;
+/// The replicas' turns at polling, in creation time: short, so that any burst of a few seconds is shared
+/// out evenly (a replica with more than its share of the tasks would poll them at its share of the keys'
+/// limits, while the others' went unused); a list window is cut to the whole seconds of its replica's turns.
+const SLICE_MS: i64 = 1_000;
 
 /// This replica: its id, its share of the upstream keys (0 until it may query), and the replicas taking
 /// handed tasks it saw at its last beat, with when.
@@ -166,9 +168,12 @@ impl Replica {
     }
 }
 
-/// The tasks `replica` is to poll from now on: those handed to it, and the live tasks whose lease ran out
-/// (their replica stopped beating) or that never had one, which it leases, oldest due first. Only those
-/// are looked at (`tasks_handed_over`, `tasks_by_lease`): the tasks of live replicas cost the claim nothing.
+/// The tasks `replica` is to poll from now on: those handed to it. The live tasks whose lease ran out (their
+/// replica stopped beating) or that never had one are handed out first, each to the replica whose turn its
+/// creation time falls in among the replicas seen now (as [`Replica::poller_for`] at a beat), so that the
+/// replicas left share them evenly; to `replica` itself if none is seen (all just came back). Only
+/// those are looked at (`tasks_handed_over`, `tasks_by_lease`): the tasks of live replicas cost the claim
+/// nothing.
 ///
 /// A task stays flagged as handed over until a later claim is told (`taken`) that its poller has it: an
 /// answer lost on the way (the database stopped as it committed) is given again by the next claim.
@@ -186,16 +191,19 @@ pub(super) async fn claim(client: &Object, replica: &str, taken: &[String]) -> R
     }
     let taken_over = client
         .execute(
-            "UPDATE tasks SET lease_owner = $1, handed_over = true WHERE task_id IN (SELECT task_id FROM tasks \
-             WHERE status IN ('queued', 'running') AND (lease_owner IS NULL \
-             OR lease_owner IN (SELECT id FROM replicas WHERE seen_ms < $2)) \
+            "WITH turns AS (SELECT array_agg(id ORDER BY id) AS ids FROM replicas \
+             WHERE takes_handovers AND seen_ms >= $5) \
+             UPDATE tasks SET handed_over = true, lease_owner = \
+             COALESCE((SELECT ids[((created_ms / $4) % cardinality(ids))::int + 1] FROM turns), $1) \
+             WHERE task_id IN (SELECT task_id FROM tasks WHERE status IN ('queued', 'running') \
+             AND (lease_owner IS NULL OR lease_owner IN (SELECT id FROM replicas WHERE seen_ms < $2)) \
              ORDER BY next_poll_ms LIMIT $3 FOR UPDATE SKIP LOCKED)",
-            &[&replica, &(now - LEASE_MS), &CLAIM_AT_MOST],
+            &[&replica, &(now - LEASE_MS), &CLAIM_AT_MOST, &SLICE_MS, &(now - GONE_AFTER_MS)],
         )
         .await
         .map_err(db_error)?;
     if taken_over > 0 {
-        tracing::info!(tasks = taken_over, "taking over the tasks of replicas that stopped");
+        tracing::info!(tasks = taken_over, "handing out the tasks of replicas that stopped");
     }
     let handed = client
         .query("SELECT record FROM tasks WHERE lease_owner = $1 AND handed_over LIMIT $2", &[&replica, &CLAIM_AT_MOST])
