@@ -6,7 +6,8 @@
 //! stays listed until none of its tasks is left to take over.
 //!
 //! A new replica does not query the upstream until [`JOIN_WAIT`] after its first beat: by then every other
-//! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that leaves is
+//! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that cannot
+//! beat for [`GONE_AFTER_MS`] (cut off from the database) stops querying, and joins again when it can. One that leaves is
 //! counted until it has missed [`GONE_AFTER_MS`] of beats, and each replica divides by the most replicas it
 //! counted in its last [`COUNTS_KEPT`] beats: the others raise their shares only after it is gone, and not
 //! on the first beats after a database outage, when the others have not beaten again yet.
@@ -59,7 +60,12 @@ impl Replica {
         Replica { pollers: Arc::new(RwLock::new((Arc::from([id.clone()]), Instant::now()))), id, share: Arc::default() }
     }
 
+    /// None once its last beat is so old that the others no longer count it (they take its share).
     pub(super) fn share(&self) -> Option<u32> {
+        let counted_at = self.pollers.read().unwrap_or_else(|e| e.into_inner()).1;
+        if counted_at.elapsed() > Duration::from_millis(GONE_AFTER_MS as u64) {
+            return None;
+        }
         Some(self.share.load(Ordering::Acquire)).filter(|share| *share > 0)
     }
 
@@ -79,13 +85,20 @@ impl Replica {
     pub(super) fn start_beating(&self, pool: Pool) {
         let replica = self.clone();
         tokio::spawn(async move {
-            let joined = Instant::now();
+            let (mut joined, mut last_seen) = (Instant::now(), Instant::now());
+            let gone_after = Duration::from_millis(GONE_AFTER_MS as u64);
             let mut ticks = tokio::time::interval(BEAT);
             let mut counts = std::collections::VecDeque::with_capacity(COUNTS_KEPT);
             loop {
                 ticks.tick().await;
+                // Cut off for so long that the others stopped counting it: it joins again once it beats.
+                if last_seen.elapsed() > gone_after {
+                    replica.share.store(0, Ordering::Release);
+                    joined = Instant::now();
+                }
                 match replica.beat(&pool).await {
                     Ok(count) => {
+                        last_seen = Instant::now();
                         if counts.len() == COUNTS_KEPT {
                             counts.pop_front();
                         }
