@@ -9,6 +9,7 @@ pub mod billing;
 pub mod catalog;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod error;
 pub mod http;

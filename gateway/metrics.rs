@@ -145,6 +145,11 @@ pub fn set_in_flight(count: i64) {
     metrics().tasks_in_flight.set(count);
 }
 
+/// Tasks this process accepted or resumed that have not ended.
+pub fn in_flight() -> i64 {
+    metrics().tasks_in_flight.get()
+}
+
 pub fn task_finished(status: crate::store::TaskStatus) {
     let m = metrics();
     m.tasks_finished.get_or_create(&KindLabels::of(status.as_str())).inc();

@@ -20,6 +20,8 @@ pub struct AppState {
     pub finished: FinishedAnswers,
     /// Result copies and the links that serve them.
     pub mirroring: crate::mirror::Mirroring,
+    /// The console's sessions, signed under a key derived from the link secret.
+    pub console: crate::console::Sessions,
     /// When this process opened the store (epoch ms): a live task created before it and never forwarded
     /// was cut short by the last process.
     pub started_ms: i64,
@@ -37,6 +39,10 @@ impl AppState {
         let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
         let mirroring = crate::mirror::Mirroring::from_config(&config)?;
+        let console = crate::console::Sessions::new(&crate::mirror::links::secret(
+            &config.results.link_secret_env,
+            &config.data_dir,
+        )?)?;
         let started_ms = crate::clock::now_ms();
         Ok(AppState {
             config,
@@ -47,6 +53,7 @@ impl AppState {
             limits,
             finished,
             mirroring,
+            console,
             started_ms,
         })
     }

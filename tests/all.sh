@@ -2,8 +2,9 @@
 # Every test, on both stores: the whole suite on the embedded store, then every integration test again on
 # PostgreSQL (MEDIAGATE_TEST_STORE=postgres: each gateway the tests start gets a database of its own on a
 # throwaway cluster the tests start, or on the server MEDIAGATE_TEST_DATABASE_URL names). Installs what is
-# missing first: from Debian, the system's CA bundle, which the TLS tests need, and PostgreSQL; from
-# crates.io, s3s-fs (an S3-compatible server over a directory) under target/tools, for the mirroring tests.
+# missing first: from Debian, the system's CA bundle, which the TLS tests need, PostgreSQL, and Chromium,
+# for the console's browser test; from crates.io, s3s-fs (an S3-compatible server over a directory) under
+# target/tools, for the mirroring tests; from PyPI, Playwright, which drives Chromium, in a venv there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
@@ -13,11 +14,16 @@ if [ -z "${MEDIAGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null \
   && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   missing+=(postgresql)
 fi
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 if [ ! -x target/tools/bin/s3s-fs ]; then
   cargo install --quiet s3s-fs@0.14.1 --features binary --root target/tools
+fi
+if [ ! -x target/tools/venv/bin/python ] || ! target/tools/venv/bin/python -c 'import playwright' 2>/dev/null; then
+  python3 -m venv target/tools/venv
+  target/tools/venv/bin/pip install --quiet --disable-pip-version-check playwright==1.65.2
 fi
 cargo test --workspace --locked "$@"
 MEDIAGATE_TEST_STORE=postgres cargo test --workspace --locked --test '*' "$@"

@@ -1,5 +1,6 @@
 //! The admin API under `/admin/v1`, authenticated by the admin token from the environment. The
-//! `mediagate admin` command is its client.
+//! `mediagate admin` command is its client. Its operations on accounts and keys are plain functions the
+//! console's forms call too, so the console adds no second path to money or keys.
 
 use crate::billing::MAX_MICROS;
 use crate::billing::books::{EntryKind, Posting, Pot};
@@ -35,17 +36,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// A request carrying the admin token.
 pub struct Admin;
 
-impl FromRequest for Admin {
-    type Error = ApiError;
-    type Future = Ready<Result<Admin, ApiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let expected = req
-            .app_data::<web::Data<AppState>>()
-            .and_then(|s| std::env::var(&s.config.admin_token_env).ok())
-            .filter(|t| !t.is_empty());
-        let presented = crate::http::auth::presented_key(req);
-        ready(match (expected, presented) {
+impl Admin {
+    /// Whether `presented` is the admin token (compared in constant time).
+    pub fn check(state: &AppState, presented: Option<&str>) -> Result<Admin, ApiError> {
+        let expected = std::env::var(&state.config.admin_token_env).ok().filter(|t| !t.is_empty());
+        match (expected, presented) {
             (Some(expected), Some(presented)) if constant_time_eq(expected.as_bytes(), presented.as_bytes()) => {
                 Ok(Admin)
             }
@@ -53,11 +48,24 @@ impl FromRequest for Admin {
                 Err(ApiError::new(ErrorCode::admin_forbidden, "The admin API is disabled: no admin token is set."))
             }
             _ => Err(ApiError::new(ErrorCode::admin_forbidden, "A valid admin token is required.")),
-        })
+        }
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Admin, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let Some(state) = req.app_data::<web::Data<AppState>>() else {
+            return ready(Err(ApiError::internal("no app state")));
+        };
+        ready(Admin::check(state, crate::http::auth::presented_key(req)))
+    }
+}
+
+/// Whether two secrets are equal, every byte compared whatever the first difference.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -67,11 +75,11 @@ struct NewAccount {
 }
 
 #[derive(Deserialize)]
-struct Amount {
+pub struct Amount {
     /// Micro-units.
-    amount: i64,
+    pub amount: i64,
     #[serde(default)]
-    note: String,
+    pub note: String,
 }
 
 #[derive(Deserialize)]
@@ -81,7 +89,7 @@ struct Plan {
     allowance: i64,
 }
 
-pub(super) async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
+pub async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
     match state.store.account(account).await? {
         Some(_) => Ok(()),
         None => {
@@ -90,7 +98,7 @@ pub(super) async fn account_exists(state: &AppState, account: &str) -> Result<()
     }
 }
 
-async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
+pub async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
     let record = state.store.account(account).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account")
     })?;
@@ -103,7 +111,12 @@ async fn create_account(
     state: web::Data<AppState>,
     body: web::Json<NewAccount>,
 ) -> Result<HttpResponse, ApiError> {
-    let name = body.name.trim();
+    Ok(HttpResponse::Created().json(open_account(&state, &body.name).await?))
+}
+
+/// Opens the account `name` (trimmed) if it is new; its view either way.
+pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiError> {
+    let name = name.trim();
     if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
         return Err(ApiError::new(
             ErrorCode::invalid_parameter,
@@ -112,7 +125,7 @@ async fn create_account(
         .with_param("name"));
     }
     state.store.ensure_account(name).await?;
-    Ok(HttpResponse::Created().json(account_view(&state, name).await?))
+    account_view(state, name).await
 }
 
 async fn show_account(
@@ -128,17 +141,17 @@ async fn show_account(
 }
 
 async fn post_to_pot(
-    state: &web::Data<AppState>,
+    state: &AppState,
     account: &str,
     kind: EntryKind,
     pot: Pot,
     delta: i64,
     note: String,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Value, ApiError> {
     account_exists(state, account).await?;
     let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
     state.store.post(vec![posting]).await.map_err(|e| ApiError::from(e).with_param("amount"))?;
-    Ok(HttpResponse::Ok().json(account_view(state, account).await?))
+    account_view(state, account).await
 }
 
 fn positive(amount: i64) -> Result<i64, ApiError> {
@@ -158,7 +171,7 @@ async fn top_up(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    credit(&state, &account, body.into_inner(), EntryKind::TopUp, Pot::Balance).await
+    Ok(HttpResponse::Ok().json(credit(&state, &account, body.into_inner(), EntryKind::TopUp, Pot::Balance).await?))
 }
 
 async fn grant_free_trial(
@@ -167,17 +180,17 @@ async fn grant_free_trial(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    credit(&state, &account, body.into_inner(), EntryKind::Grant, Pot::FreeTrial).await
+    Ok(HttpResponse::Ok().json(credit(&state, &account, body.into_inner(), EntryKind::Grant, Pot::FreeTrial).await?))
 }
 
-/// Adds a positive amount to one pot.
-async fn credit(
-    state: &web::Data<AppState>,
+/// Adds a positive amount to one pot (a top-up to the balance, a grant to the free trial).
+pub async fn credit(
+    state: &AppState,
     account: &str,
     body: Amount,
     kind: EntryKind,
     pot: Pot,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Value, ApiError> {
     let amount = positive(body.amount)?;
     post_to_pot(state, account, kind, pot, amount, body.note).await
 }
@@ -188,20 +201,21 @@ async fn set_plan(
     account: web::Path<String>,
     body: web::Json<Plan>,
 ) -> Result<HttpResponse, ApiError> {
-    if !(0..=MAX_MICROS).contains(&body.allowance) {
+    Ok(HttpResponse::Ok().json(change_plan(&state, &account, &body.name, body.allowance).await?))
+}
+
+/// Sets the account's plan and its allowance (the plan pot is set to it).
+pub async fn change_plan(state: &AppState, account: &str, name: &str, allowance: i64) -> Result<Value, ApiError> {
+    if !(0..=MAX_MICROS).contains(&allowance) {
         return Err(ApiError::new(
             ErrorCode::invalid_parameter,
             format!("`allowance` must be 0 to {MAX_MICROS} micro-units."),
         )
         .with_param("allowance"));
     }
-    account_exists(&state, &account).await?;
-    state
-        .store
-        .set_plan(&account, &body.name, body.allowance)
-        .await
-        .map_err(|e| ApiError::from(e).with_param("allowance"))?;
-    Ok(HttpResponse::Ok().json(account_view(&state, &account).await?))
+    account_exists(state, account).await?;
+    state.store.set_plan(account, name, allowance).await.map_err(|e| ApiError::from(e).with_param("allowance"))?;
+    account_view(state, account).await
 }
 
 async fn create_key(
@@ -209,11 +223,17 @@ async fn create_key(
     state: web::Data<AppState>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    account_exists(&state, &account).await?;
-    let key = crate::store::new_key();
-    state.store.insert_key(&account, &key).await?;
+    let key = issue_key(&state, &account).await?;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
+}
+
+/// A new key for the account: the plain key, which only its hash outlives.
+pub async fn issue_key(state: &AppState, account: &str) -> Result<String, ApiError> {
+    account_exists(state, account).await?;
+    let key = crate::store::new_key();
+    state.store.insert_key(account, &key).await?;
+    Ok(key)
 }
 
 async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
@@ -229,12 +249,17 @@ async fn revoke_keys(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
-    account_exists(&state, &account).await?;
-    let revoked = state.store.revoke_keys(&account, &prefix).await?;
+    Ok(HttpResponse::Ok().json(json!({"revoked": revoke(&state, &account, &prefix).await?})))
+}
+
+/// Revokes the account's live keys starting with `prefix`; how many.
+pub async fn revoke(state: &AppState, account: &str, prefix: &str) -> Result<usize, ApiError> {
+    account_exists(state, account).await?;
+    let revoked = state.store.revoke_keys(account, prefix).await?;
     if revoked == 0 {
         return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
     }
-    Ok(HttpResponse::Ok().json(json!({"revoked": revoked})))
+    Ok(revoked)
 }
 
 #[derive(Deserialize)]

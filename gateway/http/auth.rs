@@ -57,16 +57,22 @@ impl FromRequest for Caller {
             return Either::Left(ready(admit(state, hash, Some(record))));
         }
         let state = state.clone();
-        Either::Right(Box::pin(async move {
-            let record = state.store.key(&hash).await?;
-            if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
-                let per_second = state.config.limits.requests_per_second_per_key;
-                if !state.store.admit_request(&hash, per_second).await? {
-                    return Err(crate::limits::rate_limited());
-                }
+        Either::Right(Box::pin(async move { Caller::of_key(&state, hash).await }))
+    }
+}
+
+impl Caller {
+    /// The caller of the key with this hash, through the store: refused as the API refuses it (revoked,
+    /// unknown, over its rate). The console's client sessions are checked so on every request.
+    pub async fn of_key(state: &AppState, hash: [u8; 32]) -> Result<Caller, ApiError> {
+        let record = state.store.key(&hash).await?;
+        if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
+            let per_second = state.config.limits.requests_per_second_per_key;
+            if !state.store.admit_request(&hash, per_second).await? {
+                return Err(crate::limits::rate_limited());
             }
-            admit(&state, hash, record)
-        }))
+        }
+        admit(state, hash, record)
     }
 }
 

@@ -1,0 +1,107 @@
+//! Charts drawn on the server as SVG (`templates/chart.html`): bars laid out here, as plain numbers.
+
+use serde_json::Value;
+
+/// Days a spend chart shows, today included.
+pub const DAYS: usize = 14;
+const WIDTH: u32 = 560;
+const HEIGHT: u32 = 160;
+/// Room under the bars for the day labels.
+const LABELS: u32 = 20;
+
+/// One bar, placed in the chart's coordinates.
+pub struct Bar {
+    pub x: u32,
+    pub y: u32,
+    pub width: u32,
+    pub height: u32,
+    /// The day (`MM-DD`) and the amount, for the label and the tooltip.
+    pub label: String,
+    pub value: String,
+}
+
+/// A bar chart, ready for the template.
+pub struct BarChart {
+    pub title: String,
+    pub width: u32,
+    pub height: u32,
+    pub bars: Vec<Bar>,
+    pub total: String,
+}
+
+/// Money charged per day (`YYYY-MM-DD`, the gateway's local days) over the [`DAYS`] up to `today`, from
+/// usage lines (their `at` and `charged`).
+pub fn spend_per_day(lines: &[Value], today_ms: i64) -> Vec<(String, i64)> {
+    let day_ms = 24 * 3600 * 1000;
+    let mut days: Vec<(String, i64)> = (0..DAYS as i64)
+        .rev()
+        .map(|back| (crate::clock::local_time(today_ms - back * day_ms).chars().take(10).collect(), 0))
+        .collect();
+    for line in lines {
+        let (Some(at), Some(charged)) = (line["at"].as_str(), line["charged"].as_i64()) else { continue };
+        if let Some((_, sum)) = days.iter_mut().find(|(day, _)| at.starts_with(day.as_str())) {
+            *sum = sum.saturating_add(charged);
+        }
+    }
+    days
+}
+
+/// Micro-units as money with two decimals (`1.50`).
+pub fn money(micros: i64) -> String {
+    let cents = micros / 10_000;
+    let sign = if cents < 0 { "-" } else { "" };
+    format!("{sign}{}.{:02}", (cents / 100).abs(), (cents % 100).abs())
+}
+
+/// Bars for `days`, scaled to the largest.
+pub fn spend_chart(title: &str, days: &[(String, i64)]) -> BarChart {
+    let most = days.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
+    let slot = WIDTH / days.len().max(1) as u32;
+    let room = HEIGHT - LABELS;
+    let bars = days
+        .iter()
+        .enumerate()
+        .map(|(index, (day, value))| {
+            let height = ((*value).max(0) as f64 / most as f64 * f64::from(room - 4)).round() as u32;
+            Bar {
+                x: index as u32 * slot + 2,
+                y: room - height,
+                width: slot.saturating_sub(4),
+                height,
+                label: day.chars().skip(5).collect(),
+                value: money(*value),
+            }
+        })
+        .collect();
+    let total = days.iter().fold(0i64, |sum, (_, v)| sum.saturating_add(*v));
+    BarChart { title: title.to_string(), width: WIDTH, height: HEIGHT, bars, total: money(total) }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spend_is_summed_per_day_and_scaled_to_the_largest() {
+        let today = 1_795_000_000_000;
+        let day = |back: i64| crate::clock::local_time(today - back * 86_400_000);
+        let lines = [
+            json!({"at": day(0), "charged": 1_500_000}),
+            json!({"at": day(0), "charged": 500_000}),
+            json!({"at": day(2), "charged": 1_000_000}),
+            json!({"at": day(40), "charged": 9_000_000}),
+        ];
+        let days = spend_per_day(&lines, today);
+        assert_eq!(days.len(), DAYS);
+        assert_eq!(days[DAYS - 1].1, 2_000_000);
+        assert_eq!(days[DAYS - 3].1, 1_000_000);
+        let chart = spend_chart("Spend", &days);
+        assert_eq!(chart.total, "3.00");
+        assert_eq!(chart.bars[DAYS - 1].height, HEIGHT - LABELS - 4);
+        assert_eq!(chart.bars[DAYS - 3].height, (HEIGHT - LABELS - 4) / 2);
+        assert_eq!(chart.bars[0].height, 0);
+        assert_eq!(money(-1_234_567), "-1.23");
+    }
+}

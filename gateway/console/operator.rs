@@ -1,0 +1,255 @@
+//! The operator's pages: the overview, and an account's pots, plan, trial and keys with the forms that
+//! change them (through `http::admin`'s functions).
+
+use super::charts::{self, BarChart};
+use super::session::{self, Session};
+use super::{Failure, Page, html, micros, redirect};
+use crate::billing::books::{EntryKind, Pot};
+use crate::error::ApiError;
+use crate::http::admin::{self, Amount};
+use crate::state::AppState;
+use crate::store::{KeyRecord, UsageFilter};
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use askama::Template;
+use serde::Deserialize;
+
+const NAV: &[(&str, &str)] = &[("/console/overview", "Overview")];
+/// The flash cookie carrying a new key to the one page that shows it.
+const NEW_KEY: &str = "mediagate_new_key";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/overview", web::get().to(overview))
+        .route("/accounts", web::get().to(find_account))
+        .route("/accounts", web::post().to(create_account))
+        .route("/accounts/{name}", web::get().to(account))
+        .route("/accounts/{name}/keys/{prefix}/revoke", web::post().to(revoke_key))
+        .route("/accounts/{name}/{change}", web::post().to(change_account));
+}
+
+/// The request's operator session, its admin token still the gateway's.
+fn signed_in(state: &AppState, req: &HttpRequest) -> Result<Session, Failure> {
+    let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+    session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
+    Ok(session)
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Overview {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    in_flight: i64,
+    ended: usize,
+    days: usize,
+    chart: BarChart,
+}
+
+async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
+    let session = signed_in(&state, &req)?;
+    let now = crate::clock::now_ms();
+    let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
+    let lines = state
+        .store
+        .usage(UsageFilter { since: Some(since), ..UsageFilter::default() })
+        .await
+        .map_err(ApiError::from)?;
+    let page = Overview {
+        csrf: session.csrf,
+        nav: NAV.to_vec(),
+        notice: None,
+        in_flight: crate::metrics::in_flight(),
+        ended: lines.len(),
+        days: charts::DAYS,
+        chart: charts::spend_chart("Spend per day, every account", &charts::spend_per_day(&lines, now)),
+    };
+    Ok(html(StatusCode::OK, &page))
+}
+
+#[derive(Deserialize)]
+struct Named {
+    name: String,
+}
+
+async fn find_account(state: web::Data<AppState>, req: HttpRequest, query: web::Query<Named>) -> Page {
+    signed_in(&state, &req)?;
+    Ok(redirect(&account_path(query.name.trim())))
+}
+
+#[derive(Deserialize)]
+struct NewAccount {
+    csrf: String,
+    name: String,
+}
+
+async fn create_account(state: web::Data<AppState>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
+    let session = signed_in(&state, &req)?;
+    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    admin::open_account(&state, &form.name).await?;
+    Ok(redirect(&account_path(form.name.trim())))
+}
+
+fn account_path(name: &str) -> String {
+    format!("/console/accounts/{}", urlencoding(name))
+}
+
+/// A path segment, percent-encoded.
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "account.html")]
+struct AccountPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    name: String,
+    new_key: Option<String>,
+    balance: String,
+    plan_pot: String,
+    free_trial: String,
+    plan: Option<String>,
+    keys: Vec<KeyRecord>,
+}
+
+/// What a change's redirect says happened (`?done=`), shown once on the account's page.
+fn notice(done: &str) -> Option<&'static str> {
+    Some(match done {
+        "top-up" => "Topped up.",
+        "free-trial" => "Free trial granted.",
+        "plan" => "Plan set.",
+        "key" => "Key created. It is shown once: store it now.",
+        "revoked" => "Key revoked.",
+        _ => return None,
+    })
+}
+
+#[derive(Deserialize)]
+struct Done {
+    done: Option<String>,
+}
+
+async fn account(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    name: web::Path<String>,
+    done: web::Query<Done>,
+) -> Page {
+    let session = signed_in(&state, &req)?;
+    let new_key = req.cookie(NEW_KEY).map(|c| c.value().to_string()).filter(|k| !k.is_empty());
+    let mut response = account_page(&state, session, &name, done.done.as_deref().and_then(notice), new_key).await?;
+    // The new key is shown once: the flash cookie that carried it here goes.
+    if req.cookie(NEW_KEY).is_some() {
+        let mut gone = Cookie::build(NEW_KEY, "").path("/console/accounts").http_only(true).finish();
+        gone.make_removal();
+        response.add_cookie(&gone).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    }
+    Ok(response)
+}
+
+async fn account_page(
+    state: &AppState,
+    session: Session,
+    name: &str,
+    notice: Option<&str>,
+    new_key: Option<String>,
+) -> Page {
+    let record = state.store.account(name).await.map_err(ApiError::from)?;
+    admin::account_exists(state, name).await?;
+    let funds = state.store.funds(name).await.map_err(ApiError::from)?;
+    let keys = state.store.keys_of(name).await.map_err(ApiError::from)?;
+    state.store.caught_up().await.map_err(ApiError::from)?;
+    let page = AccountPage {
+        csrf: session.csrf,
+        nav: NAV.to_vec(),
+        notice: notice.map(str::to_string),
+        name: name.to_string(),
+        new_key,
+        balance: charts::money(funds.balance),
+        plan_pot: charts::money(funds.plan),
+        free_trial: charts::money(funds.free_trial),
+        plan: record.and_then(|r| r.plan),
+        keys,
+    };
+    Ok(html(StatusCode::OK, &page))
+}
+
+#[derive(Deserialize)]
+struct AccountChange {
+    csrf: String,
+    amount: Option<String>,
+    plan: Option<String>,
+}
+
+/// A top-up, a trial grant, a plan or a new key, as the admin API makes them; then back to the account's
+/// page (a reload does not send the change again). A new key rides there in a short-lived flash cookie.
+async fn change_account(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    form: web::Form<AccountChange>,
+) -> Page {
+    let session = signed_in(&state, &req)?;
+    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    let (name, change) = path.into_inner();
+    let amount = || micros("amount", form.amount.as_deref().unwrap_or_default());
+    let credit = |amount| Amount { amount, note: "console".into() };
+    let mut new_key = None;
+    let done = match change.as_str() {
+        "top-up" => {
+            admin::credit(&state, &name, credit(amount()?), EntryKind::TopUp, Pot::Balance).await?;
+            "top-up"
+        }
+        "free-trial" => {
+            admin::credit(&state, &name, credit(amount()?), EntryKind::Grant, Pot::FreeTrial).await?;
+            "free-trial"
+        }
+        "plan" => {
+            admin::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?).await?;
+            "plan"
+        }
+        "keys" => {
+            new_key = Some(admin::issue_key(&state, &name).await?);
+            "key"
+        }
+        _ => return Err(Failure::Refused(ApiError::new(crate::error::ErrorCode::not_found, "No such change."))),
+    };
+    let mut response = redirect(&format!("{}?done={done}", account_path(&name)));
+    if let Some(key) = new_key {
+        let flash = Cookie::build(NEW_KEY, key)
+            .path("/console/accounts")
+            .http_only(true)
+            .same_site(SameSite::Strict)
+            .secure(state.config.tls.is_some())
+            .max_age(CookieDuration::seconds(60))
+            .finish();
+        response.add_cookie(&flash).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    }
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct Csrf {
+    csrf: String,
+}
+
+async fn revoke_key(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    form: web::Form<Csrf>,
+) -> Page {
+    let session = signed_in(&state, &req)?;
+    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    let (name, prefix) = path.into_inner();
+    admin::revoke(&state, &name, &prefix).await?;
+    Ok(redirect(&format!("{}?done=revoked", account_path(&name))))
+}

@@ -1,0 +1,94 @@
+"""The console end to end in a real Chromium (Debian's), driven by Playwright: an operator opens an account,
+tops it up and makes a key; the client signs in with it, submits from the playground, sees the task finish
+and its spend in the chart; the operator revokes the key, and the client's next request is refused.
+
+Run by tests/console.rs against a gateway it started: e2e.py URL ADMIN_TOKEN SCREENSHOT_DIR.
+"""
+
+import os
+import re
+import sys
+
+from playwright.sync_api import expect, sync_playwright
+
+URL, ADMIN_TOKEN, SHOTS = sys.argv[1], sys.argv[2], sys.argv[3]
+CHROMIUM = os.environ.get("MEDIAGATE_CHROMIUM", "/usr/bin/chromium")
+# Chromium's own calls home are refused on a closed network, many at a time: they are switched off.
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+def shot(page, name):
+    page.screenshot(path=os.path.join(SHOTS, f"{name}.png"), full_page=True)
+
+
+def main():
+    os.makedirs(SHOTS, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        operator = browser.new_context().new_page()
+        client = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+        for page in (operator, client):
+            page.set_default_timeout(20_000)
+
+        # The operator signs in, opens an account, tops it up and makes a key.
+        operator.goto(URL + "/console")
+        expect(operator).to_have_url(re.compile(r"/console/sign-in$"))
+        shot(operator, "01-sign-in")
+        operator.get_by_label("Admin token").fill(ADMIN_TOKEN)
+        operator.get_by_role("button", name="Sign in as operator").click()
+        expect(operator.get_by_role("heading", name="Overview")).to_be_visible()
+        shot(operator, "02-overview")
+        operator.get_by_label("New account").fill("e2e-studio")
+        operator.get_by_role("button", name="Create account").click()
+        expect(operator.locator("[data-account]")).to_have_text("e2e-studio")
+        operator.get_by_label("Top up (money)").fill("100")
+        operator.get_by_role("button", name="Top up").click()
+        expect(operator.locator('[data-pot="balance"]')).to_have_text("100.00")
+        operator.get_by_role("button", name="Create a key").click()
+        key = operator.locator("#new-key").inner_text().strip()
+        assert key, "no key shown"
+        shot(operator, "03-account-with-key")
+        operator.reload()
+        expect(operator.locator("#new-key")).to_have_count(0)
+
+        # The client signs in with the key: nothing spent yet.
+        client.goto(URL + "/console/sign-in")
+        client.get_by_label("API key").fill(key)
+        client.get_by_role("button", name="Sign in with the key").click()
+        expect(client.get_by_role("heading", name="e2e-studio")).to_be_visible()
+        expect(client.locator("[data-total]")).to_have_text("0.00")
+        shot(client, "04-client-home")
+
+        # It submits from the playground and sees the task finish, with a preview.
+        client.get_by_role("link", name="Playground").click()
+        client.get_by_label("Model").select_option("alpha2.6-t2v_t2v")
+        client.get_by_role("button", name="Choose").click()
+        expect(client.locator("#playground")).to_have_attribute("data-model", "alpha2.6-t2v_t2v")
+        client.get_by_label("prompt (required)").fill("a fox crossing a snowy field at dawn")
+        client.get_by_role("button", name="Submit").click()
+        expect(client.locator("#progress")).to_have_attribute("data-status", "success", timeout=60_000)
+        expect(client.locator("#preview video")).to_have_count(1)
+        shot(client, "05-playground-finished")
+
+        # Its spend shows in the chart, and the task in its list.
+        client.get_by_role("link", name="Home").click()
+        expect(client.locator("[data-total]")).not_to_have_text("0.00")
+        expect(client.get_by_role("cell", name="success")).to_have_count(1)
+        shot(client, "06-client-spend")
+
+        # The operator revokes the key; the client's next request is refused.
+        operator.reload()
+        operator.get_by_role("button", name=re.compile(r"^Revoke the key")).click()
+        expect(operator.get_by_role("status")).to_have_text("Key revoked.")
+        shot(operator, "07-key-revoked")
+        response = client.goto(URL + "/console/home")
+        assert response.status == 401, response.status
+        expect(client.get_by_role("alert")).to_contain_text("revoked")
+        shot(client, "08-client-refused")
+        browser.close()
+    print("console end to end: ok")
+
+
+if __name__ == "__main__":
+    main()
