@@ -25,6 +25,13 @@ pub fn local_time(ms: i64) -> String {
     })
 }
 
+/// When the local day `YYYY-MM-DD` starts (epoch ms), as [`local_time`] shows days.
+pub fn local_day_start_ms(day: &str) -> Option<i64> {
+    let date = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").ok()?;
+    let midnight = date.and_hms_opt(0, 0, 0)?.and_local_timezone(chrono::Local).earliest()?;
+    Some(midnight.timestamp_millis())
+}
+
 fn format_local(ms: i64) -> String {
     use chrono::{Datelike, Timelike};
     // Formatted field by field: chrono's `format` parses its pattern on every call.

@@ -1,7 +1,8 @@
 //! The console end to end in a real Chromium, driven by Playwright (`tests/console/e2e.py`) against the
 //! real binary: an operator opens an account, tops it up and makes a key; the client signs in with it,
-//! submits from the playground, sees the task finish and the usage chart change; the operator revokes the
-//! key and the client's next request is refused. Screenshots of each page land in
+//! submits from the playground, sees the task finish, its page and the usage chart change, and exports its
+//! usage; the operator reads the usage, switches a model off and on and verifies the ledger, then revokes
+//! the key, and the client's next request is refused. Screenshots of each page land in
 //! `target/console-screenshots`. `tests/all.sh` installs Chromium (Debian's) and Playwright (a venv under
 //! `target/tools`).
 #![allow(clippy::unwrap_used)]
@@ -28,7 +29,7 @@ fn an_operator_and_a_client_run_the_gateway_from_the_browser() {
     let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     assert!(run.status.success(), "{stdout}\n{stderr}\ngateway: {}", demo.process.stderr());
     assert!(stdout.contains("console end to end: ok"), "{stdout}");
-    for page in ["01-sign-in", "04-client-home", "05-playground-finished", "08-client-refused"] {
+    for page in ["01-sign-in", "04-client-home", "05-playground-finished", "09-operator-usage", "13-client-refused"] {
         assert!(screenshots.join(format!("{page}.png")).exists(), "no screenshot of {page}");
     }
 }

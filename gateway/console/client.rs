@@ -16,7 +16,7 @@ use askama::Template;
 use serde::Deserialize;
 use serde_json::Value;
 
-const NAV: &[(&str, &str)] = &[("/console/home", "Home"), ("/console/playground", "Playground")];
+const NAV: &[(&str, &str)] = super::CLIENT_NAV;
 /// Tasks the home page lists.
 const RECENT_TASKS: usize = 20;
 
@@ -24,7 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/home", web::get().to(home))
         .route("/playground", web::get().to(playground))
         .route("/playground", web::post().to(submit))
-        .route("/tasks/{task_id}", web::get().to(task));
+        .route("/playground/tasks/{task_id}", web::get().to(task));
 }
 
 /// The request's client session and its key's caller; a key refused since (revoked) is refused here too.
@@ -56,16 +56,7 @@ async fn home(state: web::Data<AppState>, req: HttpRequest) -> Page {
     let filter = UsageFilter { account: Some(account.clone()), since: Some(since), ..UsageFilter::default() };
     let lines = state.store.usage(filter).await.map_err(ApiError::from)?;
     let funds = state.store.funds(&account).await.map_err(ApiError::from)?;
-    let query = TaskQuery {
-        account: account.clone(),
-        after: None,
-        status: None,
-        model: None,
-        created_since: None,
-        created_until: None,
-        limit: RECENT_TASKS,
-    };
-    let tasks = state.store.list_tasks(query).await.map_err(ApiError::from)?;
+    let tasks = state.store.list_tasks(TaskQuery::recent(&account, RECENT_TASKS)).await.map_err(ApiError::from)?;
     state.store.caught_up().await.map_err(ApiError::from)?;
     let page = Home {
         csrf: session.csrf,

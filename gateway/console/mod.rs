@@ -9,10 +9,14 @@
 mod charts;
 mod client;
 mod forms;
+mod models;
 mod operator;
 pub mod session;
+mod tasks;
+mod usage;
 
 use crate::error::ApiError;
+use crate::http::auth::Caller;
 use crate::state::AppState;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
@@ -30,6 +34,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/sign-out", web::post().to(sign_out))
             .route("/assets/{file}", web::get().to(asset))
             .configure(operator::configure)
+            .configure(models::configure)
+            .configure(usage::configure)
+            .configure(tasks::configure)
             .configure(client::configure),
     );
 }
@@ -88,6 +95,55 @@ impl ResponseError for Failure {
 }
 
 type Page = Result<HttpResponse, Failure>;
+
+/// Who is looking: an operator, or a client as the caller of its key.
+pub enum Viewer {
+    Operator(Session),
+    Client(Session, Caller),
+}
+
+const OPERATOR_NAV: &[(&str, &str)] =
+    &[("/console/overview", "Overview"), ("/console/usage", "Usage"), ("/console/models", "Models")];
+const CLIENT_NAV: &[(&str, &str)] =
+    &[("/console/home", "Home"), ("/console/usage", "Usage"), ("/console/playground", "Playground")];
+
+impl Viewer {
+    /// The request's viewer: its session checked again (the admin token, or the API's key check).
+    pub async fn of(state: &AppState, req: &HttpRequest) -> Result<Viewer, Failure> {
+        let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+        match session.role {
+            Role::Operator { .. } => {
+                session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
+                Ok(Viewer::Operator(session))
+            }
+            Role::Client { .. } => {
+                let caller = session::client(state, &session).await?;
+                Ok(Viewer::Client(session, caller))
+            }
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        match self {
+            Viewer::Operator(session) | Viewer::Client(session, _) => session,
+        }
+    }
+
+    pub fn nav(&self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Viewer::Operator(_) => OPERATOR_NAV.to_vec(),
+            Viewer::Client(..) => CLIENT_NAV.to_vec(),
+        }
+    }
+
+    /// The one account a client may see; `None` for an operator, who sees every one.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            Viewer::Operator(_) => None,
+            Viewer::Client(_, caller) => Some(caller.account()),
+        }
+    }
+}
 
 #[derive(Template)]
 #[template(path = "error.html")]

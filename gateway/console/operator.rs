@@ -4,23 +4,27 @@
 use super::charts::{self, BarChart};
 use super::session::{self, Session};
 use super::{Failure, Page, html, micros, redirect};
+use crate::billing::audit::LedgerReport;
 use crate::billing::books::{EntryKind, Pot};
 use crate::error::ApiError;
 use crate::http::admin::{self, Amount};
 use crate::state::AppState;
-use crate::store::{KeyRecord, UsageFilter};
+use crate::store::{KeyRecord, TaskQuery, TaskRecord, UsageFilter};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
 use serde::Deserialize;
 
-const NAV: &[(&str, &str)] = &[("/console/overview", "Overview")];
+const NAV: &[(&str, &str)] = super::OPERATOR_NAV;
+/// Tasks an account's page lists.
+const RECENT_TASKS: usize = 20;
 /// The flash cookie carrying a new key to the one page that shows it.
 const NEW_KEY: &str = "mediagate_new_key";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/overview", web::get().to(overview))
+        .route("/ledger/verify", web::post().to(verify_ledger))
         .route("/accounts", web::get().to(find_account))
         .route("/accounts", web::post().to(create_account))
         .route("/accounts/{name}", web::get().to(account))
@@ -29,7 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The request's operator session, its admin token still the gateway's.
-fn signed_in(state: &AppState, req: &HttpRequest) -> Result<Session, Failure> {
+pub fn signed_in(state: &AppState, req: &HttpRequest) -> Result<Session, Failure> {
     let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
     session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
     Ok(session)
@@ -45,10 +49,23 @@ struct Overview {
     ended: usize,
     days: usize,
     chart: BarChart,
+    ledger: Option<LedgerReport>,
 }
 
 async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
     let session = signed_in(&state, &req)?;
+    overview_page(&state, session, None).await
+}
+
+/// Checks the ledger (every account's cached funds against its entries), shown on the overview.
+async fn verify_ledger(state: web::Data<AppState>, req: HttpRequest, form: web::Form<Csrf>) -> Page {
+    let session = signed_in(&state, &req)?;
+    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    let report = state.store.verify_ledger().await.map_err(ApiError::from)?;
+    overview_page(&state, session, Some(report)).await
+}
+
+async fn overview_page(state: &AppState, session: Session, ledger: Option<LedgerReport>) -> Page {
     let now = crate::clock::now_ms();
     let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
     let lines = state
@@ -64,6 +81,7 @@ async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
         ended: lines.len(),
         days: charts::DAYS,
         chart: charts::spend_chart("Spend per day, every account", &charts::spend_per_day(&lines, now)),
+        ledger,
     };
     Ok(html(StatusCode::OK, &page))
 }
@@ -118,6 +136,7 @@ struct AccountPage {
     free_trial: String,
     plan: Option<String>,
     keys: Vec<KeyRecord>,
+    tasks: Vec<TaskRecord>,
 }
 
 /// What a change's redirect says happened (`?done=`), shown once on the account's page.
@@ -166,6 +185,7 @@ async fn account_page(
     admin::account_exists(state, name).await?;
     let funds = state.store.funds(name).await.map_err(ApiError::from)?;
     let keys = state.store.keys_of(name).await.map_err(ApiError::from)?;
+    let tasks = state.store.list_tasks(TaskQuery::recent(name, RECENT_TASKS)).await.map_err(ApiError::from)?;
     state.store.caught_up().await.map_err(ApiError::from)?;
     let page = AccountPage {
         csrf: session.csrf,
@@ -178,6 +198,7 @@ async fn account_page(
         free_trial: charts::money(funds.free_trial),
         plan: record.and_then(|r| r.plan),
         keys,
+        tasks,
     };
     Ok(html(StatusCode::OK, &page))
 }

@@ -298,27 +298,29 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
             let body: String = records.iter().map(|r| format!("{r}\n")).collect();
             Ok(HttpResponse::Ok().content_type("application/x-ndjson").body(body))
         }
-        "csv" => {
-            let mut writer = csv::Writer::from_writer(Vec::new());
-            let failed = |e: csv::Error| ApiError::internal(format!("usage CSV: {e}"));
-            writer.write_record(CSV_COLUMNS).map_err(failed)?;
-            for r in &records {
-                writer
-                    .write_record(CSV_COLUMNS.iter().map(|c| match &r[*c] {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => other.to_string(),
-                    }))
-                    .map_err(failed)?;
-            }
-            let body = writer.into_inner().map_err(|e| ApiError::internal(format!("usage CSV: {e}")))?;
-            Ok(HttpResponse::Ok().content_type("text/csv").body(body))
-        }
+        "csv" => Ok(HttpResponse::Ok().content_type("text/csv").body(usage_csv(&records)?)),
         other => {
             Err(ApiError::new(ErrorCode::invalid_parameter, format!("Unknown format `{other}`; use jsonl or csv."))
                 .with_param("format"))
         }
     }
+}
+
+/// Usage lines as CSV, one column per field of a line.
+pub fn usage_csv(records: &[Value]) -> Result<Vec<u8>, ApiError> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let failed = |e: csv::Error| ApiError::internal(format!("usage CSV: {e}"));
+    writer.write_record(CSV_COLUMNS).map_err(failed)?;
+    for r in records {
+        writer
+            .write_record(CSV_COLUMNS.iter().map(|c| match &r[*c] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            }))
+            .map_err(failed)?;
+    }
+    writer.into_inner().map_err(|e| ApiError::internal(format!("usage CSV: {e}")))
 }
 
 async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
@@ -360,11 +362,17 @@ async fn switch_model(
         "disable" => false,
         _ => return Err(ApiError::new(ErrorCode::not_found, "Use /enable or /disable.")),
     };
-    let spec = crate::catalog::ModelSpec::find(&model)
+    let model = set_model_enabled(&state, &model, enabled).await?;
+    Ok(HttpResponse::Ok().json(json!({"model": model, "enabled": enabled})))
+}
+
+/// Switches a model on or off, on every replica; its id.
+pub async fn set_model_enabled(state: &AppState, model: &str, enabled: bool) -> Result<&'static str, ApiError> {
+    let spec = crate::catalog::ModelSpec::find(model)
         .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
     state.store.set_model_switch(spec.id, enabled).await?;
     state.registry.set_enabled(spec.id, enabled);
-    Ok(HttpResponse::Ok().json(json!({"model": spec.id, "enabled": enabled})))
+    Ok(spec.id)
 }
 
 async fn verify(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

@@ -32,6 +32,19 @@ pub struct TaskQuery {
 }
 
 impl TaskQuery {
+    /// The account's newest `limit` tasks.
+    pub fn recent(account: &str, limit: usize) -> TaskQuery {
+        TaskQuery {
+            account: account.to_string(),
+            after: None,
+            status: None,
+            model: None,
+            created_since: None,
+            created_until: None,
+            limit,
+        }
+    }
+
     /// Whether the query lists `task`, one of the account's tasks: after the cursor, within the creation
     /// time bounds, and passing the filters. Backends narrow by position first; this is the whole rule.
     pub fn keeps(&self, task: &TaskRecord) -> bool {

@@ -61,7 +61,7 @@ def main():
         shot(client, "04-client-home")
 
         # It submits from the playground and sees the task finish, with a preview.
-        client.get_by_role("link", name="Playground").click()
+        client.get_by_role("link", name="Playground", exact=True).click()
         client.get_by_label("Model").select_option("alpha2.6-t2v_t2v")
         client.get_by_role("button", name="Choose").click()
         expect(client.locator("#playground")).to_have_attribute("data-model", "alpha2.6-t2v_t2v")
@@ -72,20 +72,52 @@ def main():
         shot(client, "05-playground-finished")
 
         # Its spend shows in the chart, and the task in its list.
-        client.get_by_role("link", name="Home").click()
+        client.get_by_role("link", name="Home", exact=True).click()
         expect(client.locator("[data-total]")).not_to_have_text("0.00")
         expect(client.get_by_role("cell", name="success")).to_have_count(1)
         shot(client, "06-client-spend")
 
+        # The task's page tells its life; the usage page lists it, and its CSV export too.
+        client.get_by_role("link", name=re.compile(r"^task-")).first.click()
+        expect(client.locator(".timeline")).to_contain_text("ended: success")
+        expect(client.locator(".timeline")).to_contain_text("settled")
+        shot(client, "07-client-task")
+        client.get_by_role("link", name="Usage", exact=True).click()
+        expect(client.locator("tbody tr")).to_have_count(1)
+        with client.expect_download() as download:
+            client.get_by_role("link", name="Export CSV").click()
+        exported = open(download.value.path()).read()
+        assert "alpha2.6-t2v_t2v" in exported and exported.startswith("at,account"), exported
+        shot(client, "08-client-usage")
+
+        # The operator sees the account's usage, switches a model off and on, and verifies the ledger.
+        operator.get_by_role("link", name="Usage", exact=True).click()
+        operator.get_by_label("Account").fill("e2e-studio")
+        operator.get_by_role("button", name="Filter").click()
+        expect(operator.locator("tbody tr")).to_have_count(1)
+        expect(operator.locator("[data-total]")).not_to_have_text("0.00")
+        shot(operator, "09-operator-usage")
+        operator.get_by_role("link", name="Models", exact=True).click()
+        row = operator.locator('tr[data-model="beta-image-plus"]')
+        row.get_by_role("button", name="Disable beta-image-plus").click()
+        expect(row).to_contain_text("disabled")
+        row.get_by_role("button", name="Enable beta-image-plus").click()
+        expect(row).to_contain_text("enabled")
+        shot(operator, "10-models")
+        operator.get_by_role("link", name="Overview", exact=True).click()
+        operator.get_by_role("button", name="Verify the ledger").click()
+        expect(operator.locator("[data-ledger]")).to_contain_text("The ledger verifies")
+        shot(operator, "11-ledger")
+
         # The operator revokes the key; the client's next request is refused.
-        operator.reload()
+        operator.goto(URL + "/console/accounts/e2e-studio")
         operator.get_by_role("button", name=re.compile(r"^Revoke the key")).click()
         expect(operator.get_by_role("status")).to_have_text("Key revoked.")
-        shot(operator, "07-key-revoked")
+        shot(operator, "12-key-revoked")
         response = client.goto(URL + "/console/home")
         assert response.status == 401, response.status
         expect(client.get_by_role("alert")).to_contain_text("revoked")
-        shot(client, "08-client-refused")
+        shot(client, "13-client-refused")
         browser.close()
     print("console end to end: ok")
 

@@ -45,7 +45,7 @@
 
   async function follow(taskId) {
     for (;;) {
-      const reply = await fetch("/console/tasks/" + encodeURIComponent(taskId), { headers: { Accept: "application/json" } });
+      const reply = await fetch("/console/playground/tasks/" + encodeURIComponent(taskId), { headers: { Accept: "application/json" } });
       const task = await reply.json();
       show(task);
       if (!reply.ok || terminal.includes(task.status)) return;

@@ -1,0 +1,81 @@
+//! A task's page: its timeline (submitted, accepted upstream, each state it reached, settled), its results
+//! previewed, and its whole record with its billing. An operator sees any task, a client its own.
+
+use super::{Page, Viewer, html};
+use crate::catalog::Media;
+use crate::error::{ApiError, ErrorCode};
+use crate::state::AppState;
+use crate::store::TaskRecord;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, web};
+use askama::Template;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/tasks/{task_id}", web::get().to(page));
+}
+
+#[derive(Template)]
+#[template(path = "task.html")]
+struct TaskPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    operator: bool,
+    task: TaskRecord,
+    timeline: Vec<(String, String)>,
+    previews: Vec<String>,
+    video: bool,
+    view: String,
+}
+
+async fn page(state: web::Data<AppState>, req: HttpRequest, task_id: web::Path<String>) -> Page {
+    let viewer = Viewer::of(&state, &req).await?;
+    let task = match viewer.account() {
+        Some(account) => crate::tasks::owned_task(&state, account, &task_id).await?,
+        None => state
+            .store
+            .task(&task_id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?,
+    };
+    state.store.caught_up().await.map_err(ApiError::from)?;
+    let mut view = crate::tasks::view(&task);
+    if viewer.account().is_none() {
+        view["billing"] = serde_json::to_value(&task.billing).unwrap_or_default();
+        view["upstream_task_id"] = task.upstream_task_id.clone().into();
+    }
+    let previews =
+        view["results"].as_array().into_iter().flatten().filter_map(|r| r["url"].as_str()).map(str::to_string);
+    let page = TaskPage {
+        csrf: viewer.session().csrf.clone(),
+        nav: viewer.nav(),
+        notice: None,
+        operator: viewer.account().is_none(),
+        timeline: timeline(&task),
+        previews: previews.collect(),
+        video: task.media == Media::Video,
+        view: serde_json::to_string_pretty(&view).unwrap_or_default(),
+        task,
+    };
+    Ok(html(StatusCode::OK, &page))
+}
+
+/// What the record tells of the task's life, in order.
+fn timeline(task: &TaskRecord) -> Vec<(String, String)> {
+    let time = crate::clock::local_time;
+    let mut events = vec![(task.created_at.clone(), format!("submitted ({})", task.request_id))];
+    if let Some(upstream) = &task.upstream_task_id {
+        events.push((String::new(), format!("accepted upstream as {upstream}")));
+    }
+    match task.finished_ms {
+        Some(finished) => events.push((time(finished), format!("ended: {}", task.status.as_str()))),
+        None => events.push((time(task.updated_ms), format!("now {}", task.status.as_str()))),
+    }
+    if let Some(settlement) = task.billing.as_ref().and_then(crate::billing::summary) {
+        let outcome = settlement["outcome"].as_str().unwrap_or("settled").to_string();
+        let charged = settlement["charged"].as_i64().map(super::charts::money).unwrap_or_default();
+        events.push((String::new(), format!("settled: {outcome}, charged {charged}")));
+    }
+    events
+}
