@@ -14,6 +14,7 @@ mod operator;
 pub mod session;
 mod tasks;
 mod usage;
+mod webhooks;
 
 use crate::error::ApiError;
 use crate::http::auth::Caller;
@@ -36,6 +37,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(operator::configure)
             .configure(models::configure)
             .configure(usage::configure)
+            .configure(webhooks::configure)
             .configure(tasks::configure)
             .configure(client::configure),
     );
@@ -102,8 +104,12 @@ pub enum Viewer {
     Client(Session, Caller),
 }
 
-const OPERATOR_NAV: &[(&str, &str)] =
-    &[("/console/overview", "Overview"), ("/console/usage", "Usage"), ("/console/models", "Models")];
+const OPERATOR_NAV: &[(&str, &str)] = &[
+    ("/console/overview", "Overview"),
+    ("/console/usage", "Usage"),
+    ("/console/models", "Models"),
+    ("/console/webhooks", "Webhooks"),
+];
 const CLIENT_NAV: &[(&str, &str)] =
     &[("/console/home", "Home"), ("/console/usage", "Usage"), ("/console/playground", "Playground")];
 

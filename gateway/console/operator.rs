@@ -8,6 +8,7 @@ use crate::billing::audit::LedgerReport;
 use crate::billing::books::{EntryKind, Pot};
 use crate::error::ApiError;
 use crate::http::admin::{self, Amount};
+use crate::http::admin_webhooks;
 use crate::state::AppState;
 use crate::store::{KeyRecord, TaskQuery, TaskRecord, UsageFilter};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
@@ -19,8 +20,9 @@ use serde::Deserialize;
 const NAV: &[(&str, &str)] = super::OPERATOR_NAV;
 /// Tasks an account's page lists.
 const RECENT_TASKS: usize = 20;
-/// The flash cookie carrying a new key to the one page that shows it.
-const NEW_KEY: &str = "mediagate_new_key";
+/// The flash cookie carrying a new key or webhook secret (`key.…`, `webhook-secret.…`) to the one page
+/// that shows it.
+const SHOWN_ONCE: &str = "mediagate_shown_once";
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/overview", web::get().to(overview))
@@ -130,7 +132,8 @@ struct AccountPage {
     nav: Vec<(&'static str, &'static str)>,
     notice: Option<String>,
     name: String,
-    new_key: Option<String>,
+    shown: Option<ShownOnce>,
+    endpoint: Option<String>,
     balance: String,
     plan_pot: String,
     free_trial: String,
@@ -146,6 +149,8 @@ fn notice(done: &str) -> Option<&'static str> {
         "free-trial" => "Free trial granted.",
         "plan" => "Plan set.",
         "key" => "Key created. It is shown once: store it now.",
+        "webhook-secret" => "Webhook secret rotated. It is shown once: store it now.",
+        "webhook-endpoint" => "Default webhook endpoint set.",
         "revoked" => "Key revoked.",
         _ => return None,
     })
@@ -163,15 +168,29 @@ async fn account(
     done: web::Query<Done>,
 ) -> Page {
     let session = signed_in(&state, &req)?;
-    let new_key = req.cookie(NEW_KEY).map(|c| c.value().to_string()).filter(|k| !k.is_empty());
-    let mut response = account_page(&state, session, &name, done.done.as_deref().and_then(notice), new_key).await?;
-    // The new key is shown once: the flash cookie that carried it here goes.
-    if req.cookie(NEW_KEY).is_some() {
-        let mut gone = Cookie::build(NEW_KEY, "").path("/console/accounts").http_only(true).finish();
+    let shown = req.cookie(SHOWN_ONCE).and_then(|c| {
+        let (kind, value) = c.value().split_once('.')?;
+        let label = match kind {
+            "key" => "key",
+            "webhook-secret" => "webhook secret",
+            _ => return None,
+        };
+        Some(ShownOnce { label, value: value.to_string() })
+    });
+    let mut response = account_page(&state, session, &name, done.done.as_deref().and_then(notice), shown).await?;
+    // Shown once: the flash cookie that carried it here goes.
+    if req.cookie(SHOWN_ONCE).is_some() {
+        let mut gone = Cookie::build(SHOWN_ONCE, "").path("/console/accounts").http_only(true).finish();
         gone.make_removal();
         response.add_cookie(&gone).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
     }
     Ok(response)
+}
+
+/// A secret made just now, shown on this page only.
+struct ShownOnce {
+    label: &'static str,
+    value: String,
 }
 
 async fn account_page(
@@ -179,12 +198,13 @@ async fn account_page(
     session: Session,
     name: &str,
     notice: Option<&str>,
-    new_key: Option<String>,
+    shown: Option<ShownOnce>,
 ) -> Page {
     let record = state.store.account(name).await.map_err(ApiError::from)?;
     admin::account_exists(state, name).await?;
     let funds = state.store.funds(name).await.map_err(ApiError::from)?;
     let keys = state.store.keys_of(name).await.map_err(ApiError::from)?;
+    let endpoint = state.store.webhook_settings(name).await.map_err(ApiError::from)?.and_then(|w| w.endpoint);
     let tasks = state.store.list_tasks(TaskQuery::recent(name, RECENT_TASKS)).await.map_err(ApiError::from)?;
     state.store.caught_up().await.map_err(ApiError::from)?;
     let page = AccountPage {
@@ -192,7 +212,8 @@ async fn account_page(
         nav: NAV.to_vec(),
         notice: notice.map(str::to_string),
         name: name.to_string(),
-        new_key,
+        shown,
+        endpoint,
         balance: charts::money(funds.balance),
         plan_pot: charts::money(funds.plan),
         free_trial: charts::money(funds.free_trial),
@@ -208,10 +229,12 @@ struct AccountChange {
     csrf: String,
     amount: Option<String>,
     plan: Option<String>,
+    url: Option<String>,
 }
 
-/// A top-up, a trial grant, a plan or a new key, as the admin API makes them; then back to the account's
-/// page (a reload does not send the change again). A new key rides there in a short-lived flash cookie.
+/// A top-up, a trial grant, a plan, a new key, a new webhook secret or endpoint, as the admin API makes
+/// them; then back to the account's page (a reload does not send the change again). A new key or secret
+/// rides there in a short-lived flash cookie.
 async fn change_account(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -223,7 +246,7 @@ async fn change_account(
     let (name, change) = path.into_inner();
     let amount = || micros("amount", form.amount.as_deref().unwrap_or_default());
     let credit = |amount| Amount { amount, note: "console".into() };
-    let mut new_key = None;
+    let mut shown = None;
     let done = match change.as_str() {
         "top-up" => {
             admin::credit(&state, &name, credit(amount()?), EntryKind::TopUp, Pot::Balance).await?;
@@ -238,14 +261,23 @@ async fn change_account(
             "plan"
         }
         "keys" => {
-            new_key = Some(admin::issue_key(&state, &name).await?);
+            shown = Some(format!("key.{}", admin::issue_key(&state, &name).await?));
             "key"
+        }
+        "webhook-secret" => {
+            shown = Some(format!("webhook-secret.{}", admin_webhooks::rotate(&state, &name).await?.0));
+            "webhook-secret"
+        }
+        "webhook-endpoint" => {
+            let url = form.url.as_deref().map(str::trim).filter(|u| !u.is_empty()).map(str::to_string);
+            admin_webhooks::set_default_endpoint(&state, &name, url).await?;
+            "webhook-endpoint"
         }
         _ => return Err(Failure::Refused(ApiError::new(crate::error::ErrorCode::not_found, "No such change."))),
     };
     let mut response = redirect(&format!("{}?done={done}", account_path(&name)));
-    if let Some(key) = new_key {
-        let flash = Cookie::build(NEW_KEY, key)
+    if let Some(shown) = shown {
+        let flash = Cookie::build(SHOWN_ONCE, shown)
             .path("/console/accounts")
             .http_only(true)
             .same_site(SameSite::Strict)

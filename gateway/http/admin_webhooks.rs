@@ -5,7 +5,7 @@ use super::admin::{Admin, account_exists};
 use crate::clock::now_ms;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
-use crate::store::{DeliveryFilter, DeliveryState, WebhookSettings};
+use crate::store::{Delivery, DeliveryFilter, DeliveryState, WebhookSettings};
 use crate::webhooks::{callbacks, signing};
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -25,16 +25,7 @@ async fn rotate_secret(
     state: web::Data<AppState>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    account_exists(&state, &account).await?;
-    let secret = signing::new_secret();
-    let now = now_ms();
-    let keep_ms = i64::try_from(state.config.webhooks.old_secret_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
-    let retire_ms = now.saturating_add(keep_ms);
-    let new = secret.clone();
-    let settings = state
-        .store
-        .change_webhook_settings(&account, Box::new(move |s: &mut WebhookSettings| s.rotate(new, now, retire_ms)))
-        .await?;
+    let (secret, settings) = rotate(&state, &account).await?;
     let retiring: Vec<i64> = settings.secrets.iter().filter_map(|s| s.retires_ms).collect();
     Ok(HttpResponse::Ok().json(json!({
         "account": account.as_str(),
@@ -42,6 +33,21 @@ async fn rotate_secret(
         "note": "Shown once; store it now. Until the old secret retires, both sign every delivery.",
         "old_secrets_retire_at_ms": retiring,
     })))
+}
+
+/// A new webhook secret for the account (the plain secret, shown once) and its settings after.
+pub async fn rotate(state: &AppState, account: &str) -> Result<(String, WebhookSettings), ApiError> {
+    account_exists(state, account).await?;
+    let secret = signing::new_secret();
+    let now = now_ms();
+    let keep_ms = i64::try_from(state.config.webhooks.old_secret_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let retire_ms = now.saturating_add(keep_ms);
+    let new = secret.clone();
+    let settings = state
+        .store
+        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.rotate(new, now, retire_ms)))
+        .await?;
+    Ok((secret, settings))
 }
 
 #[derive(Deserialize)]
@@ -58,8 +64,17 @@ async fn set_endpoint(
     account: web::Path<String>,
     body: web::Json<EndpointBody>,
 ) -> Result<HttpResponse, ApiError> {
-    account_exists(&state, &account).await?;
-    let url = body.into_inner().url;
+    let settings = set_default_endpoint(&state, &account, body.into_inner().url).await?;
+    Ok(HttpResponse::Ok().json(json!({"account": account.as_str(), "endpoint": settings.endpoint})))
+}
+
+/// Where the account's task ends go when a task names no `callback_url`; `None` for nowhere.
+pub async fn set_default_endpoint(
+    state: &AppState,
+    account: &str,
+    url: Option<String>,
+) -> Result<WebhookSettings, ApiError> {
+    account_exists(state, account).await?;
     if let Some(url) = &url {
         callbacks::check(url, state.config.webhooks.allow_private_callbacks)
             .await
@@ -69,7 +84,7 @@ async fn set_endpoint(
     let settings = state
         .store
         .change_webhook_settings(
-            &account,
+            account,
             Box::new(move |s: &mut WebhookSettings| {
                 // Set again, an endpoint that was gone is taken as back.
                 s.disabled.retain(|gone| Some(gone) != endpoint.as_ref());
@@ -77,7 +92,7 @@ async fn set_endpoint(
             }),
         )
         .await?;
-    Ok(HttpResponse::Ok().json(json!({"account": account.as_str(), "endpoint": settings.endpoint})))
+    Ok(settings)
 }
 
 #[derive(Deserialize)]
@@ -109,13 +124,19 @@ async fn deliveries(
     Ok(HttpResponse::Ok().json(json!({"deliveries": deliveries})))
 }
 
-/// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
 async fn replay(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let mut delivery = state.store.delivery(&id).await?.ok_or_else(|| {
-        ApiError::new(ErrorCode::not_found, format!("No delivery `{}`.", id.as_str())).with_param("id")
-    })?;
+    Ok(HttpResponse::Ok().json(replay_delivery(&state, &id).await?))
+}
+
+/// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
+pub async fn replay_delivery(state: &AppState, id: &str) -> Result<Delivery, ApiError> {
+    let mut delivery = state
+        .store
+        .delivery(id)
+        .await?
+        .ok_or_else(|| ApiError::new(ErrorCode::not_found, format!("No delivery `{id}`.")).with_param("id"))?;
     delivery.state = DeliveryState::Pending;
     delivery.next_attempt_ms = now_ms();
     state.store.save_delivery(delivery.clone()).await?;
-    Ok(HttpResponse::Ok().json(delivery))
+    Ok(delivery)
 }

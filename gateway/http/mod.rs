@@ -1,7 +1,7 @@
 //! The HTTP edge: middleware, extractors and routes.
 
 pub mod admin;
-mod admin_webhooks;
+pub mod admin_webhooks;
 pub mod auth;
 mod content;
 pub mod models;
