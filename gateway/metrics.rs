@@ -8,7 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
@@ -49,6 +50,48 @@ struct Metrics {
     mirrored_bytes: Counter,
     stored_files: Gauge,
     stored_bytes: Gauge,
+}
+
+/// Running totals the console's overview samples over time (a Prometheus family cannot be read back).
+#[derive(Default)]
+pub struct Totals {
+    /// Requests answered below 400, 4xx, and 5xx.
+    pub requests: [AtomicU64; 3],
+    pub tasks_succeeded: AtomicU64,
+    pub tasks_unsucceeded: AtomicU64,
+    pub upstream_calls: AtomicU64,
+    pub upstream_errors: AtomicU64,
+    pub upstream_micros: AtomicU64,
+    pub upstream_timed: AtomicU64,
+    /// Task queries and list pages sent with each key: by region, by key index.
+    pub key_queries: Mutex<std::collections::HashMap<String, Vec<u64>>>,
+}
+
+pub fn totals() -> &'static Totals {
+    static TOTALS: OnceLock<Totals> = OnceLock::new();
+    TOTALS.get_or_init(Totals::default)
+}
+
+/// One more query sent with key `key` of `region` by the poller.
+pub fn key_query(region: &str, key: usize) {
+    let mut queries = totals().key_queries.lock().unwrap_or_else(|e| e.into_inner());
+    let keys = match queries.get_mut(region) {
+        Some(keys) => keys,
+        None => queries.entry(region.to_string()).or_default(),
+    };
+    if keys.len() <= key {
+        keys.resize(key + 1, 0);
+    }
+    if let Some(count) = keys.get_mut(key) {
+        *count += 1;
+    }
+}
+
+/// How long an upstream call took to answer (or fail).
+pub fn upstream_latency(elapsed: std::time::Duration) {
+    let totals = totals();
+    totals.upstream_micros.fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Relaxed);
+    totals.upstream_timed.fetch_add(1, Relaxed);
 }
 
 fn metrics() -> &'static Metrics {
@@ -120,16 +163,24 @@ fn metrics() -> &'static Metrics {
 }
 
 pub fn request(route: &str, status: u16, seconds: f64) {
+    let class = match status {
+        0..400 => 0,
+        400..500 => 1,
+        _ => 2,
+    };
+    totals().requests[class].fetch_add(1, Relaxed);
     let m = metrics();
     m.requests.get_or_create(&RouteLabels { route: route.to_string(), status }).inc();
     m.latency.get_or_create(&KindLabels { kind: route.to_string().into() }).observe(seconds);
 }
 
 pub fn upstream_call(kind: &'static str) {
+    totals().upstream_calls.fetch_add(1, Relaxed);
     metrics().upstream_calls.get_or_create(&KindLabels::of(kind)).inc();
 }
 
 pub fn upstream_error(kind: &'static str) {
+    totals().upstream_errors.fetch_add(1, Relaxed);
     metrics().upstream_errors.get_or_create(&KindLabels::of(kind)).inc();
 }
 
@@ -151,6 +202,11 @@ pub fn in_flight() -> i64 {
 }
 
 pub fn task_finished(status: crate::store::TaskStatus) {
+    let ended = match status {
+        crate::store::TaskStatus::Success => &totals().tasks_succeeded,
+        _ => &totals().tasks_unsucceeded,
+    };
+    ended.fetch_add(1, Relaxed);
     let m = metrics();
     m.tasks_finished.get_or_create(&KindLabels::of(status.as_str())).inc();
     m.tasks_in_flight.dec();

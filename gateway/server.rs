@@ -34,6 +34,7 @@ pub async fn run(
     actix_web::rt::spawn(crate::webhooks::run(state.clone()));
     actix_web::rt::spawn(crate::mirror::run(state.clone()));
     actix_web::rt::spawn(follow_switches(state.clone()));
+    actix_web::rt::spawn(crate::console::activity::run());
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()

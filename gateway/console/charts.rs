@@ -15,9 +15,9 @@ pub struct Bar {
     pub y: u32,
     pub width: u32,
     pub height: u32,
-    /// The day (`MM-DD`) and the amount, for the label and the tooltip.
+    /// Under the bar (may be empty where bars are many), and its tooltip.
     pub label: String,
-    pub value: String,
+    pub tip: String,
 }
 
 /// A bar chart, ready for the template.
@@ -53,28 +53,37 @@ pub fn money(micros: i64) -> String {
     format!("{sign}{}.{:02}", (cents / 100).abs(), (cents % 100).abs())
 }
 
-/// Bars for `days`, scaled to the largest.
+/// Bars for `days` (labelled `MM-DD`), scaled to the largest, amounts as money.
 pub fn spend_chart(title: &str, days: &[(String, i64)]) -> BarChart {
-    let most = days.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
-    let slot = WIDTH / days.len().max(1) as u32;
+    let points: Vec<(String, i64)> = days.iter().map(|(day, v)| (day.chars().skip(5).collect(), *v)).collect();
+    bars(title, &points, 1, money)
+}
+
+/// Bars for `points`, scaled to the largest, each value shown by `show`; every `label_every`th bar is
+/// labelled (the last one always).
+pub fn bars(title: &str, points: &[(String, i64)], label_every: usize, show: fn(i64) -> String) -> BarChart {
+    let most = points.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
+    let slot = WIDTH / points.len().max(1) as u32;
     let room = HEIGHT - LABELS;
-    let bars = days
+    let last = points.len().saturating_sub(1);
+    let bars = points
         .iter()
         .enumerate()
-        .map(|(index, (day, value))| {
+        .map(|(index, (label, value))| {
             let height = ((*value).max(0) as f64 / most as f64 * f64::from(room - 4)).round() as u32;
+            let labelled = index == last || (last - index).is_multiple_of(label_every.max(1));
             Bar {
                 x: index as u32 * slot + 2,
                 y: room - height,
                 width: slot.saturating_sub(4),
                 height,
-                label: day.chars().skip(5).collect(),
-                value: money(*value),
+                label: if labelled { label.clone() } else { String::new() },
+                tip: format!("{label}: {}", show(*value)),
             }
         })
         .collect();
-    let total = days.iter().fold(0i64, |sum, (_, v)| sum.saturating_add(*v));
-    BarChart { title: title.to_string(), width: WIDTH, height: HEIGHT, bars, total: money(total) }
+    let total = points.iter().fold(0i64, |sum, (_, v)| sum.saturating_add(*v));
+    BarChart { title: title.to_string(), width: WIDTH, height: HEIGHT, bars, total: show(total) }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! keys, and a client sees only what its key's account owns. Templates (`templates/`) are checked when the
 //! crate compiles; charts are SVG drawn on the server; the one script is the playground's.
 
+pub mod activity;
 mod charts;
 mod client;
 mod forms;

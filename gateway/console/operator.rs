@@ -1,6 +1,7 @@
 //! The operator's pages: the overview, and an account's pots, plan, trial and keys with the forms that
 //! change them (through `http::admin`'s functions).
 
+use super::activity;
 use super::charts::{self, BarChart};
 use super::session::{self, Session};
 use super::{Failure, Page, html, micros, redirect};
@@ -51,7 +52,65 @@ struct Overview {
     ended: usize,
     days: usize,
     chart: BarChart,
+    requests: BarChart,
+    tasks: BarChart,
+    recent: Recent,
+    keys: Vec<KeyRow>,
+    limit: u32,
+    share: String,
     ledger: Option<LedgerReport>,
+}
+
+/// This replica's last minute.
+#[derive(Default)]
+struct Recent {
+    requests: [u64; 3],
+    succeeded: u64,
+    unsucceeded: u64,
+    upstream_calls: u64,
+    upstream_errors: u64,
+    /// Mean upstream answer time, in milliseconds.
+    upstream_ms: String,
+}
+
+/// One upstream key's queries from this replica's poller in the last minute.
+struct KeyRow {
+    region: String,
+    key: usize,
+    queries: u64,
+    per_second: String,
+}
+
+/// Minutes the activity charts show.
+const ACTIVITY_MINUTES: i64 = 30;
+
+fn recent(samples: &[activity::Sample]) -> (Recent, Vec<KeyRow>) {
+    let Some((from, to)) = activity::last_minute(samples) else { return (Recent::default(), Vec::new()) };
+    let grew = |a: u64, b: u64| b.saturating_sub(a);
+    let timed = grew(from.upstream_timed, to.upstream_timed);
+    let micros = grew(from.upstream_micros, to.upstream_micros);
+    let recent = Recent {
+        requests: [0, 1, 2].map(|i| grew(from.requests[i], to.requests[i])),
+        succeeded: grew(from.succeeded, to.succeeded),
+        unsucceeded: grew(from.unsucceeded, to.unsucceeded),
+        upstream_calls: grew(from.upstream_calls, to.upstream_calls),
+        upstream_errors: grew(from.upstream_errors, to.upstream_errors),
+        upstream_ms: if timed == 0 { "-".into() } else { format!("{:.1}", micros as f64 / timed as f64 / 1000.0) },
+    };
+    let seconds = ((to.at_ms - from.at_ms) as f64 / 1000.0).max(1.0);
+    let mut keys: Vec<KeyRow> = to
+        .key_queries
+        .iter()
+        .flat_map(|(region, counts)| {
+            counts.iter().enumerate().map(move |(key, count)| {
+                let before = from.key_queries.get(region).and_then(|c| c.get(key)).copied().unwrap_or(0);
+                let queries = count.saturating_sub(before);
+                KeyRow { region: region.clone(), key, queries, per_second: format!("{:.2}", queries as f64 / seconds) }
+            })
+        })
+        .collect();
+    keys.sort_by(|a, b| (&a.region, a.key).cmp(&(&b.region, b.key)));
+    (recent, keys)
 }
 
 async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
@@ -75,6 +134,11 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
         .usage(UsageFilter { since: Some(since), ..UsageFilter::default() })
         .await
         .map_err(ApiError::from)?;
+    let samples = activity::history();
+    let requests = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.requests.iter().sum());
+    let tasks = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.succeeded + s.unsucceeded);
+    let (recent, keys) = recent(&samples);
+    let count = |n: i64| n.to_string();
     let page = Overview {
         csrf: session.csrf,
         nav: NAV.to_vec(),
@@ -83,6 +147,12 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
         ended: lines.len(),
         days: charts::DAYS,
         chart: charts::spend_chart("Spend per day, every account", &charts::spend_per_day(&lines, now)),
+        requests: charts::bars("Requests per minute, this replica", &requests, 5, count),
+        tasks: charts::bars("Tasks ended per minute, this replica", &tasks, 5, count),
+        recent,
+        keys,
+        limit: state.config.poller.queries_per_second,
+        share: state.store.poll_share().map_or_else(|| "none yet".into(), |share| format!("1/{share}")),
         ledger,
     };
     Ok(html(StatusCode::OK, &page))

@@ -21,6 +21,8 @@ const RESERVED_AHEAD: Duration = Duration::from_secs(1);
 
 /// The keys of one region, each with the moment its next query may go.
 pub struct KeyRing {
+    /// The region, for the per-key counts the console shows.
+    region: String,
     /// Queries per second per key, margin taken, before the share.
     per_second: f64,
     /// Time between two queries of one key at this process's share; `None` without a share.
@@ -31,11 +33,11 @@ pub struct KeyRing {
 impl KeyRing {
     /// `keys` schedules, each at `queries_per_second` less the configured margin, divided among `share`
     /// processes.
-    pub fn new(keys: usize, config: &PollerConfig, share: Option<u32>) -> KeyRing {
+    pub fn new(region: &str, keys: usize, config: &PollerConfig, share: Option<u32>) -> KeyRing {
         let margin = f64::from(100 - config.query_margin_percent.min(90)) / 100.0;
         let per_second = f64::from(config.queries_per_second.max(1)) * margin;
-        let ring =
-            KeyRing { per_second, period: Cell::new(None), next_free: RefCell::new(vec![Instant::now(); keys.max(1)]) };
+        let next_free = RefCell::new(vec![Instant::now(); keys.max(1)]);
+        let ring = KeyRing { region: region.to_string(), per_second, period: Cell::new(None), next_free };
         ring.set_share(share);
         ring
     }
@@ -70,6 +72,7 @@ impl KeyRing {
                 (key, at)
             };
             sleep_until(at).await;
+            crate::metrics::key_query(&self.region, key);
             return key;
         }
     }
@@ -85,7 +88,7 @@ mod tests {
 
     #[actix_web::test]
     async fn queries_go_out_in_order_spread_over_the_keys() {
-        let ring = KeyRing::new(2, &config(10), Some(1));
+        let ring = KeyRing::new("test", 2, &config(10), Some(1));
         let start = Instant::now();
         let mut keys = Vec::new();
         for _ in 0..6 {
@@ -100,7 +103,7 @@ mod tests {
 
     #[actix_web::test]
     async fn a_share_slows_every_key() {
-        let ring = KeyRing::new(1, &config(10), Some(2));
+        let ring = KeyRing::new("test", 1, &config(10), Some(2));
         assert_eq!(ring.queries_ahead(), 5);
         ring.set_share(None);
         assert_eq!(ring.queries_ahead(), 1);

@@ -301,7 +301,12 @@ impl Sweeper {
             .regions()
             .map(|(region, upstream)| Lane {
                 region: region.clone(),
-                keys: Rc::new(KeyRing::new(upstream.key_count(), &state.config.poller, state.store.poll_share())),
+                keys: Rc::new(KeyRing::new(
+                    region,
+                    upstream.key_count(),
+                    &state.config.poller,
+                    state.store.poll_share(),
+                )),
                 fetches: VecDeque::new(),
                 windows: VecDeque::new(),
                 directs: VecDeque::new(),

@@ -200,7 +200,10 @@ pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) 
     if model.data_inspection {
         request = request.insert_header((wire.data_inspection_header.name, wire.data_inspection_header.value));
     }
-    answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await
+    let started = std::time::Instant::now();
+    let answered = answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await;
+    crate::metrics::upstream_latency(started.elapsed());
+    answered
 }
 
 /// A call to `path` under the region's API root, with the next key in turn and the timeout.
@@ -226,7 +229,10 @@ fn address(base_url: &str, path: &str) -> String {
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
 pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
-    answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
+    let started = std::time::Instant::now();
+    let answered = answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await;
+    crate::metrics::upstream_latency(started.elapsed());
+    answered
 }
 
 /// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
@@ -290,8 +296,11 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
         request.page_no.max(1),
         request.page_size.max(1)
     );
+    let started = std::time::Instant::now();
     let sent = call_with_key(upstream, key, awc::http::Method::GET, &path).send().await;
-    let (status, body) = raw_answer(upstream, sent).await?;
+    let answered = raw_answer(upstream, sent).await;
+    crate::metrics::upstream_latency(started.elapsed());
+    let (status, body) = answered?;
     if !(200..300).contains(&status) {
         return Err(error_of(status, &body));
     }

@@ -116,6 +116,9 @@ def main():
         expect(operator.get_by_role("status")).to_contain_text("is sent again now")
         shot(operator, "11-webhooks")
         operator.get_by_role("link", name="Overview", exact=True).click()
+        # This replica's last minute: the requests made, and the poller's queries with each key.
+        expect(operator.locator("[data-requests]")).not_to_have_text("0 · 0 · 0")
+        expect(operator.get_by_role("cell", name="cn-beijing").first).to_be_visible()
         operator.get_by_role("button", name="Verify the ledger").click()
         expect(operator.locator("[data-ledger]")).to_contain_text("The ledger verifies")
         shot(operator, "12-ledger")
