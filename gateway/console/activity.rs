@@ -50,14 +50,17 @@ static HISTORY: Mutex<VecDeque<Sample>> = Mutex::new(VecDeque::new());
 /// Samples until the process ends. Call once.
 pub async fn run() {
     loop {
-        let mut history = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-        if history.len() == KEPT {
-            history.pop_front();
-        }
-        history.push_back(Sample::now());
-        drop(history);
+        record(Sample::now());
         actix_web::rt::time::sleep(SAMPLE_EVERY).await;
     }
+}
+
+fn record(sample: Sample) {
+    let mut history = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
+    if history.len() == KEPT {
+        history.pop_front();
+    }
+    history.push_back(sample);
 }
 
 /// The samples kept, oldest first, and one taken now.
