@@ -34,6 +34,7 @@ fn an_operator_and_a_client_run_the_gateway_from_the_browser() {
     let (stdout, stderr) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     assert!(run.status.success(), "{stdout}\n{stderr}\ngateway: {}", demo.process.stderr());
     assert!(stdout.contains("console end to end: ok"), "{stdout}");
+    println!("{stdout}");
     for page in [
         "01-sign-in",
         "04-client-home",
@@ -44,4 +45,69 @@ fn an_operator_and_a_client_run_the_gateway_from_the_browser() {
     ] {
         assert!(screenshots.join(format!("{page}.png")).exists(), "no screenshot of {page}");
     }
+}
+
+/// A client's session sees its own account only, and reaches no operator page; a state change without the
+/// session's CSRF token, or sent from another site, is refused; an altered cookie is no session.
+#[test]
+fn a_console_session_reaches_only_what_its_key_or_token_may() {
+    let demo = Demo::start();
+    let (mine, theirs) = (demo.account("mine", 1_000_000, 0, 0), demo.account("theirs", 1_000_000, 0, 0));
+    let video = serde_json::json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 2});
+    let their_task =
+        demo.post_as(&theirs, "/v1/videos/generations", &video).json["task_id"].as_str().unwrap().to_string();
+    demo.wait_terminal_as(&theirs, &their_task, std::time::Duration::from_secs(30));
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+    let sign_in = |field: &str, secret: &str| {
+        let reply = agent.post(demo.url("/console/sign-in")).send_form([(field, secret)]).unwrap();
+        assert_eq!(reply.status(), 303);
+        let cookie = reply.headers().get("set-cookie").unwrap().to_str().unwrap().to_string();
+        assert!(
+            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Max-Age"),
+            "{cookie}"
+        );
+        cookie.split(';').next().unwrap().to_string()
+    };
+    let get = |cookie: &str, path: &str| {
+        let mut reply = agent.get(demo.url(path)).header("Cookie", cookie).call().unwrap();
+        (reply.status().as_u16(), reply.body_mut().read_to_string().unwrap_or_default())
+    };
+
+    let client = sign_in("api_key", &mine);
+    assert_eq!(get(&client, &format!("/console/tasks/{their_task}")).0, 404, "another account's task");
+    let (status, usage) = get(&client, "/console/usage?account=theirs");
+    assert_eq!(status, 200);
+    assert!(!usage.contains(&their_task), "another account's usage");
+    let (_, theirs_seen_by_operator) =
+        get(&sign_in("admin_token", common::ADMIN_TOKEN), "/console/usage?account=theirs");
+    assert!(theirs_seen_by_operator.contains(&their_task), "the usage line exists");
+    for operator_page in ["/console/overview", "/console/models", "/console/webhooks", "/console/accounts/theirs"] {
+        assert_eq!(get(&client, operator_page).0, 303, "{operator_page} to the sign-in page");
+    }
+    let altered = client.replacen("client", "operator", 1);
+    assert_eq!(get(&altered, "/console/home").0, 303, "an altered cookie is no session");
+    assert_eq!(sign_in_refused(&agent, &demo, "api_key", "mg-not-a-key"), 401);
+    assert_eq!(sign_in_refused(&agent, &demo, "admin_token", "not-the-token"), 403);
+
+    let operator = sign_in("admin_token", common::ADMIN_TOKEN);
+    let top_up = |cookie: &str, csrf: &str, site: &str| {
+        let reply = agent
+            .post(demo.url("/console/accounts/mine/top-up"))
+            .header("Cookie", cookie)
+            .header("Sec-Fetch-Site", site)
+            .send_form([("csrf", csrf), ("amount", "5")])
+            .unwrap();
+        reply.status().as_u16()
+    };
+    let (_, overview) = get(&operator, "/console/overview");
+    let csrf = overview.split("name=\"csrf-token\" content=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    assert_eq!(top_up(&operator, "wrong", "same-origin"), 403, "no CSRF token");
+    assert_eq!(top_up(&operator, &csrf, "cross-site"), 403, "sent from another site");
+    assert_eq!(demo.funds("mine").2, 1_000_000, "nothing was credited");
+    assert_eq!(top_up(&operator, &csrf, "same-origin"), 303);
+    assert_eq!(demo.funds("mine").2, 6_000_000);
+}
+
+fn sign_in_refused(agent: &ureq::Agent, demo: &Demo, field: &str, secret: &str) -> u16 {
+    agent.post(demo.url("/console/sign-in")).send_form([(field, secret)]).unwrap().status().as_u16()
 }

@@ -62,8 +62,20 @@ def main():
         expect(client.locator("[data-total]")).to_have_text("0.00")
         shot(client, "04-client-home")
 
-        # It submits from the playground and sees the task finish, with a preview.
+        # It submits from the playground and sees the task finish, with a preview. The page's first load
+        # (HTML, stylesheet, script) stays under 200 KB.
+        responses = []
+
+        def loaded_one(response):
+            responses.append(response)
+
+        client.on("response", loaded_one)
         client.get_by_role("link", name="Playground", exact=True).click()
+        client.wait_for_load_state("load")
+        client.remove_listener("response", loaded_one)
+        loaded = sum(len(response.body()) for response in responses)
+        print(f"playground first load: {loaded} bytes in {len(responses)} responses")
+        assert loaded < 200_000, [(r.url, len(r.body())) for r in responses]
         client.get_by_label("Model").select_option("alpha2.6-t2v_t2v")
         client.get_by_role("button", name="Choose").click()
         expect(client.locator("#playground")).to_have_attribute("data-model", "alpha2.6-t2v_t2v")
