@@ -21,6 +21,10 @@ pub struct Config {
     pub model_regions: BTreeMap<String, String>,
     /// Environment variable holding the admin API token; the admin API is off when it is unset.
     pub admin_token_env: String,
+    /// The admin token itself, where the process has one of its own (the demo makes one); else the
+    /// environment variable's, read once at start.
+    #[serde(skip)]
+    pub admin_token: Option<String>,
     pub poller: PollerConfig,
     pub limits: LimitsConfig,
     pub billing: BillingConfig,
@@ -243,6 +247,7 @@ impl Default for Config {
             upstreams: BTreeMap::new(),
             model_regions: BTreeMap::new(),
             admin_token_env: "MEDIAGATE_ADMIN_TOKEN".into(),
+            admin_token: None,
             poller: PollerConfig::default(),
             limits: LimitsConfig::default(),
             billing: BillingConfig::default(),

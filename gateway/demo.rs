@@ -36,6 +36,15 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     listener_of_gateway.set_nonblocking(true).map_err(|e| e.to_string())?;
     let addr = listener_of_gateway.local_addr().map_err(|e| e.to_string())?;
     let mut config = Config { listen: addr, data_dir: options.data_dir.join("gateway"), ..options.config.clone() };
+    // The console's operator side needs the admin token: one is made (and kept) unless the environment has it.
+    let admin_token = match std::env::var(&config.admin_token_env).ok().filter(|t| !t.is_empty()) {
+        Some(_) => format!("the one in {}", config.admin_token_env),
+        None => {
+            let made = remembered_secret(&options.data_dir.join("demo-admin-token"), None)?;
+            config.admin_token = Some(made.clone());
+            made
+        }
+    };
     // The simulated jobs take seconds, not minutes: poll on the simulator's clock.
     config.poller.min_interval_ms = ((250.0 * options.time_scale) as u64).max(10);
     config.poller.max_interval_ms = ((2000.0 * options.time_scale) as u64).max(50);
@@ -80,7 +89,8 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;
             fund_demo_account(&*state.store).await.map_err(std::io::Error::other)?;
             let url = server::public_url(&state.config, addr);
-            print_banner(&url, &key, simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path())));
+            let simulator_ca = simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path()));
+            print_banner(&url, &key, &admin_token, simulator_ca);
             match simulator_tls {
                 Some((listener, tls)) => {
                     actix_web::rt::spawn(crate::simulator::server(simulator, listener, Some(tls))?);
@@ -100,17 +110,25 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
 
 /// The key asked for, else the one made on an earlier start, else a new one (kept in the data dir).
 async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
-    let remembered = options.data_dir.join("demo-api-key");
-    let key = match &options.api_key {
-        Some(key) => key.clone(),
-        None => match std::fs::read_to_string(&remembered) {
-            Ok(key) if !key.trim().is_empty() => key.trim().to_string(),
+    let key = remembered_secret(&options.data_dir.join("demo-api-key"), options.api_key.as_deref())?;
+    store.insert_key(DEMO_ACCOUNT, &key).await.map_err(|e| e.to_string())?;
+    Ok(key)
+}
+
+/// `asked`, else the one kept at `path` by an earlier start, else a new one; kept at `path`.
+fn remembered_secret(path: &std::path::Path, asked: Option<&str>) -> Result<String, String> {
+    let secret = match asked {
+        Some(secret) => secret.to_string(),
+        None => match std::fs::read_to_string(path) {
+            Ok(secret) if !secret.trim().is_empty() => secret.trim().to_string(),
             _ => crate::store::new_key(),
         },
     };
-    store.insert_key(DEMO_ACCOUNT, &key).await.map_err(|e| e.to_string())?;
-    std::fs::write(&remembered, &key).map_err(|e| format!("{}: {e}", remembered.display()))?;
-    Ok(key)
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, &secret).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(secret)
 }
 
 /// Money the demo account starts with, once: a balance and a free trial (micro-units).
@@ -139,9 +157,9 @@ async fn fund_demo_account(store: &dyn Storage) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// What the demo prints once it is ready: its address, its key and commands to copy. `upstream_tls` is the
-/// simulator's HTTPS address and the CA that signed it, when it has one.
-fn print_banner(url: &str, key: &str, upstream_tls: Option<(&str, &std::path::Path)>) {
+/// What the demo prints once it is ready: its address, its key and commands to copy, and how to sign in to
+/// the console. `upstream_tls` is the simulator's HTTPS address and the CA that signed it, when it has one.
+fn print_banner(url: &str, key: &str, admin_token: &str, upstream_tls: Option<(&str, &std::path::Path)>) {
     let upstream = match upstream_tls {
         Some((simulator, ca)) => format!(
             "Simulated upstream over HTTPS on {simulator}, signed by the CA in {}\n\
@@ -164,6 +182,8 @@ Poll it (use the task_id from the answer):
   curl -s {url}/v1/tasks/TASK_ID -H "Authorization: Bearer {key}"
 
 List models:  curl -s {url}/v1/models -H "Authorization: Bearer {key}"
+
+Console: {url}/console (a client signs in with the API key, an operator with the admin token: {admin_token})
 Per-request log lines: --access-log or MEDIAGATE_LOG=info."#
     );
 }

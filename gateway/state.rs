@@ -22,6 +22,8 @@ pub struct AppState {
     pub mirroring: crate::mirror::Mirroring,
     /// The console's sessions, signed under a key derived from the link secret.
     pub console: crate::console::Sessions,
+    /// The admin API's token (`admin_token_env`, or the config's own); the admin API is off without one.
+    pub admin_token: Option<String>,
     /// When this process opened the store (epoch ms): a live task created before it and never forwarded
     /// was cut short by the last process.
     pub started_ms: i64,
@@ -44,6 +46,8 @@ impl AppState {
             &config.data_dir,
         )?)?;
         let started_ms = crate::clock::now_ms();
+        let admin_token = config.admin_token.clone().or_else(|| std::env::var(&config.admin_token_env).ok());
+        let admin_token = admin_token.filter(|token| !token.is_empty());
         Ok(AppState {
             config,
             store,
@@ -54,6 +58,7 @@ impl AppState {
             finished,
             mirroring,
             console,
+            admin_token,
             started_ms,
         })
     }

@@ -117,8 +117,8 @@ pub fn operator(state: &AppState, session: &Session) -> Result<(), ApiError> {
     let Role::Operator { token_digest: held } = &session.role else {
         return Err(ApiError::new(ErrorCode::admin_forbidden, "Sign in with the admin token."));
     };
-    match std::env::var(&state.config.admin_token_env).ok().filter(|t| !t.is_empty()) {
-        Some(token) if constant_time_eq(held.as_bytes(), token_digest(&token).as_bytes()) => Ok(()),
+    match state.admin_token.as_deref() {
+        Some(token) if constant_time_eq(held.as_bytes(), token_digest(token).as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::new(ErrorCode::admin_forbidden, "The admin token changed: sign in again.")),
         None => Err(ApiError::new(ErrorCode::admin_forbidden, "The console's operator side is off: no admin token.")),
     }

@@ -39,8 +39,7 @@ pub struct Admin;
 impl Admin {
     /// Whether `presented` is the admin token (compared in constant time).
     pub fn check(state: &AppState, presented: Option<&str>) -> Result<Admin, ApiError> {
-        let expected = std::env::var(&state.config.admin_token_env).ok().filter(|t| !t.is_empty());
-        match (expected, presented) {
+        match (state.admin_token.as_deref(), presented) {
             (Some(expected), Some(presented)) if constant_time_eq(expected.as_bytes(), presented.as_bytes()) => {
                 Ok(Admin)
             }
