@@ -232,12 +232,13 @@ async fn sign_in(state: web::Data<AppState>, req: HttpRequest, form: web::Form<S
     Ok(response)
 }
 
+/// A form that changes nothing but carries the session's CSRF token.
 #[derive(serde::Deserialize)]
-struct Csrf {
-    csrf: String,
+pub struct CsrfForm {
+    pub csrf: String,
 }
 
-async fn sign_out(state: web::Data<AppState>, req: HttpRequest, form: web::Form<Csrf>) -> Page {
+async fn sign_out(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
     if let Some(session) = session::of_request(&state, &req) {
         session::check_csrf(&req, &session, Some(&form.csrf))?;
     }

@@ -1,15 +1,13 @@
 //! The models page: each model's operation, price rule, limits and request schema, switched on or off
 //! as the admin API switches it (on every replica).
 
-use super::operator::signed_in;
-use super::session;
-use super::{Page, html, redirect};
+use super::operator::{signed_in, signed_in_form};
+use super::{CsrfForm, Page, html, redirect};
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
-use serde::Deserialize;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/models", web::get().to(page))
@@ -59,19 +57,13 @@ async fn schema(state: web::Data<AppState>, req: HttpRequest, model: web::Path<S
     Ok(HttpResponse::Ok().content_type("application/schema+json").body(spec.published_schema))
 }
 
-#[derive(Deserialize)]
-struct Csrf {
-    csrf: String,
-}
-
 async fn switch(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    form: web::Form<Csrf>,
+    form: web::Form<CsrfForm>,
 ) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    signed_in_form(&state, &req, &form.csrf)?;
     let (model, switch) = path.into_inner();
     let enabled = match switch.as_str() {
         "enable" => true,

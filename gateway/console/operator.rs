@@ -4,7 +4,7 @@
 use super::activity;
 use super::charts::{self, BarChart};
 use super::session::{self, Session};
-use super::{Failure, Page, html, micros, redirect};
+use super::{CsrfForm, Failure, Page, html, micros, redirect};
 use crate::billing::audit::LedgerReport;
 use crate::billing::books::{EntryKind, Pot};
 use crate::error::ApiError;
@@ -39,6 +39,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub fn signed_in(state: &AppState, req: &HttpRequest) -> Result<Session, Failure> {
     let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
     session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
+    Ok(session)
+}
+
+/// [`signed_in`], for a form that changes something: with the session's CSRF token, from this site.
+pub fn signed_in_form(state: &AppState, req: &HttpRequest, csrf: &str) -> Result<Session, Failure> {
+    let session = signed_in(state, req)?;
+    session::check_csrf(req, &session, Some(csrf))?;
     Ok(session)
 }
 
@@ -119,9 +126,8 @@ async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
 }
 
 /// Checks the ledger (every account's cached funds against its entries), shown on the overview.
-async fn verify_ledger(state: web::Data<AppState>, req: HttpRequest, form: web::Form<Csrf>) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+async fn verify_ledger(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
+    let session = signed_in_form(&state, &req, &form.csrf)?;
     let report = state.store.verify_ledger().await.map_err(ApiError::from)?;
     overview_page(&state, session, Some(report)).await
 }
@@ -175,8 +181,7 @@ struct NewAccount {
 }
 
 async fn create_account(state: web::Data<AppState>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    signed_in_form(&state, &req, &form.csrf)?;
     admin::open_account(&state, &form.name).await?;
     Ok(redirect(&account_path(form.name.trim())))
 }
@@ -311,8 +316,7 @@ async fn change_account(
     path: web::Path<(String, String)>,
     form: web::Form<AccountChange>,
 ) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    signed_in_form(&state, &req, &form.csrf)?;
     let (name, change) = path.into_inner();
     let amount = || micros("amount", form.amount.as_deref().unwrap_or_default());
     let credit = |amount| Amount { amount, note: "console".into() };
@@ -359,19 +363,13 @@ async fn change_account(
     Ok(response)
 }
 
-#[derive(Deserialize)]
-struct Csrf {
-    csrf: String,
-}
-
 async fn revoke_key(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    form: web::Form<Csrf>,
+    form: web::Form<CsrfForm>,
 ) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+    signed_in_form(&state, &req, &form.csrf)?;
     let (name, prefix) = path.into_inner();
     admin::revoke(&state, &name, &prefix).await?;
     Ok(redirect(&format!("{}?done=revoked", account_path(&name))))

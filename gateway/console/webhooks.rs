@@ -1,8 +1,8 @@
 //! The webhooks page: deliveries of task ends, newest first, with their attempts, each sent again on
 //! demand as the admin API replays it.
 
-use super::operator::signed_in;
-use super::{Page, html, session};
+use super::operator::{signed_in, signed_in_form};
+use super::{CsrfForm, Page, html};
 use crate::error::ApiError;
 use crate::http::admin_webhooks::replay_delivery;
 use crate::state::AppState;
@@ -63,14 +63,13 @@ async fn listing(state: &AppState, csrf: String, filter: Filter, notice: Option<
     Ok(html(StatusCode::OK, &page))
 }
 
-#[derive(Deserialize)]
-struct Csrf {
-    csrf: String,
-}
-
-async fn replay(state: web::Data<AppState>, req: HttpRequest, id: web::Path<String>, form: web::Form<Csrf>) -> Page {
-    let session = signed_in(&state, &req)?;
-    session::check_csrf(&req, &session, Some(&form.csrf))?;
+async fn replay(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    form: web::Form<CsrfForm>,
+) -> Page {
+    let session = signed_in_form(&state, &req, &form.csrf)?;
     let delivery = replay_delivery(&state, &id).await?;
     let notice = format!("Delivery {} is sent again now.", delivery.id);
     listing(&state, session.csrf, Filter::default(), Some(notice)).await
