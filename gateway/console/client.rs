@@ -54,10 +54,10 @@ async fn home(state: web::Data<AppState>, req: HttpRequest) -> Page {
     let now = crate::clock::now_ms();
     let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
     let filter = UsageFilter { account: Some(account.clone()), since: Some(since), ..UsageFilter::default() };
-    let lines = state.store.usage(filter).await.map_err(ApiError::from)?;
-    let funds = state.store.funds(&account).await.map_err(ApiError::from)?;
-    let tasks = state.store.list_tasks(TaskQuery::recent(&account, RECENT_TASKS)).await.map_err(ApiError::from)?;
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    let lines = state.store.usage(filter).await?;
+    let funds = state.store.funds(&account).await?;
+    let tasks = state.store.list_tasks(TaskQuery::recent(&account, RECENT_TASKS)).await?;
+    state.store.caught_up().await?;
     let page = Home {
         csrf: session.csrf,
         nav: NAV.to_vec(),

@@ -56,6 +56,12 @@ impl From<ApiError> for Failure {
     }
 }
 
+impl From<crate::store::StoreError> for Failure {
+    fn from(error: crate::store::StoreError) -> Failure {
+        Failure::Refused(error.into())
+    }
+}
+
 impl std::fmt::Debug for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -128,18 +128,14 @@ async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
 /// Checks the ledger (every account's cached funds against its entries), shown on the overview.
 async fn verify_ledger(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
     let session = signed_in_form(&state, &req, &form.csrf)?;
-    let report = state.store.verify_ledger().await.map_err(ApiError::from)?;
+    let report = state.store.verify_ledger().await?;
     overview_page(&state, session, Some(report)).await
 }
 
 async fn overview_page(state: &AppState, session: Session, ledger: Option<LedgerReport>) -> Page {
     let now = crate::clock::now_ms();
     let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
-    let lines = state
-        .store
-        .usage(UsageFilter { since: Some(since), ..UsageFilter::default() })
-        .await
-        .map_err(ApiError::from)?;
+    let lines = state.store.usage(UsageFilter { since: Some(since), ..UsageFilter::default() }).await?;
     let samples = activity::history();
     let requests = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.requests.iter().sum());
     let tasks = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.succeeded + s.unsucceeded);
@@ -275,13 +271,13 @@ async fn account_page(
     notice: Option<&str>,
     shown: Option<ShownOnce>,
 ) -> Page {
-    let record = state.store.account(name).await.map_err(ApiError::from)?;
+    let record = state.store.account(name).await?;
     admin::account_exists(state, name).await?;
-    let funds = state.store.funds(name).await.map_err(ApiError::from)?;
-    let keys = state.store.keys_of(name).await.map_err(ApiError::from)?;
-    let endpoint = state.store.webhook_settings(name).await.map_err(ApiError::from)?.and_then(|w| w.endpoint);
-    let tasks = state.store.list_tasks(TaskQuery::recent(name, RECENT_TASKS)).await.map_err(ApiError::from)?;
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    let funds = state.store.funds(name).await?;
+    let keys = state.store.keys_of(name).await?;
+    let endpoint = state.store.webhook_settings(name).await?.and_then(|w| w.endpoint);
+    let tasks = state.store.list_tasks(TaskQuery::recent(name, RECENT_TASKS)).await?;
+    state.store.caught_up().await?;
     let page = AccountPage {
         csrf: session.csrf,
         nav: NAV.to_vec(),

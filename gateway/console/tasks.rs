@@ -35,11 +35,10 @@ async fn page(state: web::Data<AppState>, req: HttpRequest, task_id: web::Path<S
         None => state
             .store
             .task(&task_id)
-            .await
-            .map_err(ApiError::from)?
+            .await?
             .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?,
     };
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    state.store.caught_up().await?;
     let mut view = crate::tasks::view(&task);
     if viewer.account().is_none() {
         view["billing"] = serde_json::to_value(&task.billing).unwrap_or_default();

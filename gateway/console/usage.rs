@@ -79,8 +79,8 @@ struct UsagePage {
 async fn page(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let filter = filter.into_inner();
-    let lines = state.store.usage(filter.for_store(&viewer)?).await.map_err(ApiError::from)?;
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    let lines = state.store.usage(filter.for_store(&viewer)?).await?;
+    state.store.caught_up().await?;
     let until = filter.for_store(&viewer)?.until.unwrap_or_else(crate::clock::now_ms);
     let text = |line: &Value, field: &str| line[field].as_str().unwrap_or_default().to_string();
     let page = UsagePage {
@@ -111,8 +111,8 @@ async fn page(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<F
 
 async fn csv(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
-    let lines = state.store.usage(filter.for_store(&viewer)?).await.map_err(ApiError::from)?;
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    let lines = state.store.usage(filter.for_store(&viewer)?).await?;
+    state.store.caught_up().await?;
     Ok(HttpResponse::Ok()
         .content_type("text/csv")
         .insert_header(("Content-Disposition", "attachment; filename=\"usage.csv\""))

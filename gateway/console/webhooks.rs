@@ -3,7 +3,6 @@
 
 use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html};
-use crate::error::ApiError;
 use crate::http::admin_webhooks::replay_delivery;
 use crate::state::AppState;
 use crate::store::{Delivery, DeliveryFilter, DeliveryState};
@@ -56,8 +55,8 @@ async fn listing(state: &AppState, csrf: String, filter: Filter, notice: Option<
     };
     let account = Some(filter.account.trim().to_string()).filter(|a| !a.is_empty());
     let query = DeliveryFilter { account, task_id: None, state: wanted, limit: LISTED };
-    let deliveries = state.store.deliveries(query).await.map_err(ApiError::from)?;
-    state.store.caught_up().await.map_err(ApiError::from)?;
+    let deliveries = state.store.deliveries(query).await?;
+    state.store.caught_up().await?;
     let states = DeliveryState::ALL.iter().map(|s| s.as_str()).collect();
     let page = WebhooksPage { csrf, nav: super::OPERATOR_NAV.to_vec(), notice, filter, states, deliveries };
     Ok(html(StatusCode::OK, &page))
