@@ -189,6 +189,12 @@ fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
     }
 }
 
+/// Cookies are `Secure` where browsers reach the gateway over HTTPS: its own TLS, or a public URL behind a
+/// proxy that terminates it.
+fn secure_cookies(state: &AppState) -> bool {
+    state.config.tls.is_some() || state.config.results.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
+}
+
 fn redirect(to: &str) -> HttpResponse {
     HttpResponse::SeeOther().insert_header((header::LOCATION, to)).finish()
 }
@@ -232,7 +238,7 @@ async fn sign_in(state: web::Data<AppState>, req: HttpRequest, form: web::Form<S
         }
         _ => return Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.").into()),
     };
-    let cookie = state.console.start(&role, crate::clock::now_ms() / 1000, state.config.tls.is_some());
+    let cookie = state.console.start(&role, crate::clock::now_ms() / 1000, secure_cookies(&state));
     let mut response = redirect(home_of(Some(&Session { role, csrf: String::new() })));
     response.add_cookie(&cookie).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
     Ok(response)

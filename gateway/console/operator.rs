@@ -351,7 +351,7 @@ async fn change_account(
             .path("/console/accounts")
             .http_only(true)
             .same_site(SameSite::Strict)
-            .secure(state.config.tls.is_some())
+            .secure(super::secure_cookies(&state))
             .max_age(CookieDuration::seconds(60))
             .finish();
         response.add_cookie(&flash).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
