@@ -113,12 +113,17 @@ pub enum Viewer {
 
 const OPERATOR_NAV: &[(&str, &str)] = &[
     ("/console/overview", "Overview"),
+    ("/console/tasks", "Tasks"),
     ("/console/usage", "Usage"),
     ("/console/models", "Models"),
     ("/console/webhooks", "Webhooks"),
 ];
-const CLIENT_NAV: &[(&str, &str)] =
-    &[("/console/home", "Home"), ("/console/usage", "Usage"), ("/console/playground", "Playground")];
+const CLIENT_NAV: &[(&str, &str)] = &[
+    ("/console/home", "Home"),
+    ("/console/tasks", "Tasks"),
+    ("/console/usage", "Usage"),
+    ("/console/playground", "Playground"),
+];
 
 impl Viewer {
     /// The request's viewer: its session checked again (the admin token, or the API's key check).

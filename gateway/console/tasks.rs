@@ -1,17 +1,106 @@
-//! A task's page: its timeline (submitted, accepted upstream, each state it reached, settled), its results
-//! previewed, and its whole record with its billing. An operator sees any task, a client its own.
+//! An account's tasks, filtered by status, model and days, a page at a time; and a task's page: its timeline
+//! (submitted, accepted upstream, each state it reached, settled), its results previewed, and its whole
+//! record with its billing. An operator sees any account's, a client its own.
 
 use super::{Page, Viewer, html};
 use crate::catalog::Media;
 use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
-use crate::store::TaskRecord;
+use crate::store::{ListPosition, TaskQuery, TaskRecord, TaskStatus};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
+use serde::{Deserialize, Serialize};
+
+/// Tasks one page lists.
+const PAGE: usize = 50;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/tasks/{task_id}", web::get().to(page));
+    cfg.route("/tasks", web::get().to(list)).route("/tasks/{task_id}", web::get().to(page));
+}
+
+/// The list's filter, as typed (days as `YYYY-MM-DD`); empty means any. `after`: the last task of the page
+/// before.
+#[derive(Deserialize, Serialize, Default, Clone)]
+struct Filter {
+    #[serde(default)]
+    account: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    since: String,
+    #[serde(default)]
+    until: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    after: String,
+}
+
+#[derive(Template)]
+#[template(path = "tasks.html")]
+struct ListPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    operator: bool,
+    filter: Filter,
+    statuses: Vec<&'static str>,
+    tasks: Vec<TaskRecord>,
+    /// The query of the next (older) page, if there is one.
+    older: Option<String>,
+}
+
+async fn list(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+    let viewer = Viewer::of(&state, &req).await?;
+    let mut filter = filter.into_inner();
+    if let Some(own) = viewer.account() {
+        filter.account = own.to_string();
+    }
+    let account = filter.account.trim().to_string();
+    let mut tasks = Vec::new();
+    if !account.is_empty() {
+        let day = |field: &'static str, text: &str| match text.trim() {
+            "" => Ok(None),
+            day => crate::clock::local_day_start_ms(day)
+                .map(Some)
+                .ok_or_else(|| ApiError::invalid_parameter(field, format!("`{field}` is a day, YYYY-MM-DD."))),
+        };
+        let status = match filter.status.trim() {
+            "" => None,
+            name => Some(crate::http::one_of("status", name, &TaskStatus::ALL, TaskStatus::as_str)?),
+        };
+        let after = match filter.after.trim() {
+            "" => None,
+            task_id => state.store.task(task_id).await?.filter(|t| t.account == account).map(|t| ListPosition::of(&t)),
+        };
+        let query = TaskQuery {
+            after,
+            status,
+            model: Some(filter.model.trim().to_string()).filter(|m| !m.is_empty()),
+            created_since: day("since", &filter.since)?,
+            created_until: day("until", &filter.until)?.map(|start| start + 24 * 3600 * 1000 - 1),
+            ..TaskQuery::recent(&account, PAGE + 1)
+        };
+        tasks = state.store.list_tasks(query).await?;
+        state.store.caught_up().await?;
+    }
+    let older = (tasks.len() > PAGE).then(|| {
+        tasks.truncate(PAGE);
+        let last = tasks.last().map(|t| t.task_id.clone()).unwrap_or_default();
+        serde_urlencoded::to_string(Filter { after: last, ..filter.clone() }).unwrap_or_default()
+    });
+    let page = ListPage {
+        csrf: viewer.session().csrf.clone(),
+        nav: viewer.nav(),
+        notice: None,
+        operator: viewer.account().is_none(),
+        filter,
+        statuses: TaskStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        tasks,
+        older,
+    };
+    Ok(html(StatusCode::OK, &page))
 }
 
 #[derive(Template)]

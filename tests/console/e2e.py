@@ -105,6 +105,14 @@ def main():
         exported = open(download.value.path()).read()
         assert "alpha2.6-t2v_t2v" in exported and exported.startswith("at,account"), exported
         shot(client, "08-client-usage")
+        client.get_by_role("link", name="Tasks", exact=True).click()
+        client.get_by_label("Status").select_option("failed")
+        client.get_by_role("button", name="Filter").click()
+        expect(client.locator("tbody tr")).to_have_count(0)
+        client.get_by_label("Status").select_option("success")
+        client.get_by_role("button", name="Filter").click()
+        expect(client.locator("tbody tr")).to_have_count(1)
+        shot(client, "08-client-tasks")
 
         # The operator sees the account's usage, switches a model off and on, and verifies the ledger.
         operator.get_by_role("link", name="Usage", exact=True).click()
