@@ -6,11 +6,11 @@
 //! stays listed until none of its tasks is left to take over.
 //!
 //! A new replica does not query the upstream until [`JOIN_WAIT`] after its first beat: by then every other
-//! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that cannot
-//! beat for [`GONE_AFTER_MS`] (cut off from the database) stops querying, and joins again when it can. One that leaves is
+//! replica has counted it and lowered its share, so the keys' limits hold while it joins. One that leaves is
 //! counted until it has missed [`GONE_AFTER_MS`] of beats, and each replica divides by the most replicas it
 //! counted in its last [`COUNTS_KEPT`] beats: the others raise their shares only after it is gone, and not
-//! on the first beats after a database outage, when the others have not beaten again yet.
+//! on the first beats after a database outage, when the others have not beaten again yet. One that cannot
+//! beat for [`GONE_AFTER_MS`] (cut off from the database) stops querying, and joins again when it can.
 //!
 //! The replicas counted take turns by [`SLICE_MS`] of creation time: a task the upstream accepts is handed
 //! to the replica whose turn its creation time falls in ([`Replica::poller_for`]), which takes it with its
