@@ -182,13 +182,18 @@ struct SignInPage {
     notice: Option<String>,
 }
 
+/// Scripts and styles from the console only; results previewed from wherever their links point (the
+/// gateway's own copies, or the upstream's); no page framed elsewhere.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' https: http: data:; \
+                                       media-src 'self' https: http:; frame-ancestors 'none'";
+
 /// A rendered page; a template that fails to render is an internal error.
 fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
     match page.render() {
         Ok(body) => HttpResponse::build(status)
             .content_type("text/html; charset=utf-8")
             .insert_header((header::CACHE_CONTROL, "no-store"))
-            .insert_header(("Content-Security-Policy", "default-src 'self'; img-src 'self' https: http: data:; media-src 'self' https: http:; frame-ancestors 'none'"))
+            .insert_header(("Content-Security-Policy", CONTENT_SECURITY_POLICY))
             .body(body),
         Err(e) => ApiError::internal(format!("console page: {e}")).error_response(),
     }
