@@ -282,6 +282,18 @@ async fn asset(file: web::Path<String>) -> HttpResponse {
         .body(body)
 }
 
+/// Days typed in a filter (`YYYY-MM-DD`, empty for any) as epoch-ms bounds: from the local midnight that
+/// starts `since` to the last moment of `until`.
+fn days(since: &str, until: &str) -> Result<(Option<i64>, Option<i64>), ApiError> {
+    let start = |field: &'static str, text: &str| match text.trim() {
+        "" => Ok(None),
+        day => crate::clock::local_day_start_ms(day)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid_parameter(field, format!("`{field}` is a day, YYYY-MM-DD."))),
+    };
+    Ok((start("since", since)?, start("until", until)?.map(|start| start + 24 * 3600 * 1000 - 1)))
+}
+
 /// Money typed in a form (`12.5`) as micro-units, checked: at most six decimals and [`crate::billing::MAX_MICROS`].
 fn micros(field: &'static str, text: &str) -> Result<i64, ApiError> {
     let refused = || ApiError::invalid_parameter(field, format!("`{field}` is an amount of money such as 12.50."));

@@ -60,12 +60,7 @@ async fn list(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<F
     let account = filter.account.trim().to_string();
     let mut tasks = Vec::new();
     if !account.is_empty() {
-        let day = |field: &'static str, text: &str| match text.trim() {
-            "" => Ok(None),
-            day => crate::clock::local_day_start_ms(day)
-                .map(Some)
-                .ok_or_else(|| ApiError::invalid_parameter(field, format!("`{field}` is a day, YYYY-MM-DD."))),
-        };
+        let (created_since, created_until) = super::days(&filter.since, &filter.until)?;
         let status = match filter.status.trim() {
             "" => None,
             name => Some(crate::http::one_of("status", name, &TaskStatus::ALL, TaskStatus::as_str)?),
@@ -78,8 +73,8 @@ async fn list(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<F
             after,
             status,
             model: Some(filter.model.trim().to_string()).filter(|m| !m.is_empty()),
-            created_since: day("since", &filter.since)?,
-            created_until: day("until", &filter.until)?.map(|start| start + 24 * 3600 * 1000 - 1),
+            created_since,
+            created_until,
             ..TaskQuery::recent(&account, PAGE + 1)
         };
         tasks = state.store.list_tasks(query).await?;

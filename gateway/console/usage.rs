@@ -14,7 +14,6 @@ use serde_json::Value;
 
 /// Lines the page's table shows, newest first (the chart and the CSV take them all).
 const TABLE_LINES: usize = 200;
-const DAY_MS: i64 = 24 * 3600 * 1000;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/usage", web::get().to(page)).route("/usage.csv", web::get().to(csv));
@@ -37,17 +36,12 @@ impl Filter {
     /// The store's filter: a client's own account whatever was asked; days from their local midnight.
     fn for_store(&self, viewer: &Viewer) -> Result<UsageFilter, ApiError> {
         let some = |text: &str| Some(text.trim().to_string()).filter(|t| !t.is_empty());
-        let day = |field: &'static str, text: &str| match some(text) {
-            None => Ok(None),
-            Some(day) => crate::clock::local_day_start_ms(&day)
-                .map(Some)
-                .ok_or_else(|| ApiError::invalid_parameter(field, format!("`{field}` is a day, YYYY-MM-DD."))),
-        };
+        let (since, until) = super::days(&self.since, &self.until)?;
         Ok(UsageFilter {
             account: viewer.account().map(str::to_string).or_else(|| some(&self.account)),
             model: some(&self.model),
-            since: day("since", &self.since)?,
-            until: day("until", &self.until)?.map(|start| start + DAY_MS - 1),
+            since,
+            until,
         })
     }
 }
