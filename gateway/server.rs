@@ -41,6 +41,7 @@ pub async fn run(
             .wrap(middleware::from_fn(crate::http::edge_middleware))
             .configure(extra.clone())
             .configure(crate::http::configure(app_state.clone()))
+            .configure(crate::console::configure)
     })
     .on_connect(crate::http::peer::on_connect)
     .shutdown_timeout(30);

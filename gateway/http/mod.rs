@@ -37,7 +37,6 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
             .configure(ops::configure)
             .configure(models::configure)
             .configure(admin::configure)
-            .configure(crate::console::configure)
             .default_service(web::to(not_found));
     }
 }
