@@ -492,11 +492,11 @@ fn replicas_take_turns_at_polling_by_creation_time() {
     assert!(runtime.block_on(submitter.claim()).unwrap().is_empty());
     assert!(runtime.block_on(other.claim()).unwrap().is_empty());
 
-    // Six tasks, each created in a turn of its own (turns are a second of creation time).
+    // Six tasks, each created in a turn of its own (turns are 3 s of creation time).
     let now = common::now_ms();
     let mut polled_here = Vec::new();
     for n in 0..6 {
-        let task = queued_task(&format!("task-{n}"), now + n * 1_000, None);
+        let task = queued_task(&format!("task-{n}"), now + n * 3_000, None);
         let added = runtime.block_on(submitter.add_task(task, None, None, Commit::Durable)).unwrap();
         assert!(matches!(added, Inserted::Stored(_)));
         let upstream = format!("up-{n}");
