@@ -75,19 +75,23 @@ fn at(samples: &[Sample], at_ms: i64) -> Option<&Sample> {
     samples.iter().rev().find(|s| s.at_ms <= at_ms).or_else(|| samples.first())
 }
 
-/// How much `count` grew in each of the last `minutes` minutes up to the newest sample, labelled `HH:MM`.
-pub fn per_minute(samples: &[Sample], minutes: i64, count: impl Fn(&Sample) -> u64) -> Vec<(String, i64)> {
+/// How much each of `counts` grew in each of the last `minutes` minutes up to the newest sample, labelled
+/// `HH:MM`.
+pub fn per_minute(samples: &[Sample], minutes: i64, counts: impl Fn(&Sample) -> Vec<u64>) -> Vec<(String, Vec<i64>)> {
     let Some(newest) = samples.last() else { return Vec::new() };
     (0..minutes)
         .rev()
         .map(|back| {
             let end = newest.at_ms - back * MINUTE_MS;
             let grew = match (at(samples, end - MINUTE_MS), at(samples, end)) {
-                (Some(from), Some(to)) => count(to).saturating_sub(count(from)),
-                _ => 0,
+                (Some(from), Some(to)) => counts(to)
+                    .iter()
+                    .zip(counts(from))
+                    .map(|(now, before)| i64::try_from(now.saturating_sub(before)).unwrap_or(i64::MAX))
+                    .collect(),
+                _ => Vec::new(),
             };
-            let label = crate::clock::local_time(end).chars().skip(11).take(5).collect();
-            (label, i64::try_from(grew).unwrap_or(i64::MAX))
+            (crate::clock::local_time(end).chars().skip(11).take(5).collect(), grew)
         })
         .collect()
 }
@@ -110,11 +114,11 @@ mod tests {
     #[test]
     fn counts_grow_per_minute_between_samples() {
         let samples: Vec<Sample> = (0..=18).map(|n| sample(n * 10_000, n as u64 * 2)).collect();
-        let minutes = per_minute(&samples, 3, |s| s.succeeded);
-        assert_eq!(minutes.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [12, 12, 12]);
+        let minutes = per_minute(&samples, 3, |s| vec![s.succeeded]);
+        assert_eq!(minutes.iter().map(|(_, n)| n[0]).collect::<Vec<_>>(), [12, 12, 12]);
         let (from, to) = last_minute(&samples).unwrap();
         assert_eq!(to.succeeded - from.succeeded, 12);
         // Before the first sample nothing is known to have happened.
-        assert_eq!(per_minute(&samples[..1], 2, |s| s.succeeded).iter().map(|(_, n)| *n).sum::<i64>(), 0);
+        assert_eq!(per_minute(&samples[..1], 2, |s| vec![s.succeeded]).iter().map(|(_, n)| n[0]).sum::<i64>(), 0);
     }
 }

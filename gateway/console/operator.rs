@@ -137,8 +137,8 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
     let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
     let lines = state.store.usage(UsageFilter { since: Some(since), ..UsageFilter::default() }).await?;
     let samples = activity::history();
-    let requests = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.requests.iter().sum());
-    let tasks = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.succeeded + s.unsucceeded);
+    let requests = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| s.requests.to_vec());
+    let tasks = activity::per_minute(&samples, ACTIVITY_MINUTES, |s| vec![s.succeeded, s.unsucceeded]);
     let (recent, keys) = recent(&samples);
     let count = |n: i64| n.to_string();
     let page = Overview {
@@ -149,8 +149,8 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
         ended: lines.len(),
         days: charts::DAYS,
         chart: charts::spend_chart("Spend per day, every account", &charts::spend_per_day(&lines, now)),
-        requests: charts::bars("Requests per minute, this replica", &requests, 5, count),
-        tasks: charts::bars("Tasks ended per minute, this replica", &tasks, 5, count),
+        requests: charts::stacked("Requests per minute, this replica", &["2xx/3xx", "4xx", "5xx"], &requests, 5, count),
+        tasks: charts::stacked("Tasks ended per minute, this replica", &["succeeded", "not"], &tasks, 5, count),
         recent,
         keys,
         limit: state.config.poller.queries_per_second,
