@@ -563,5 +563,6 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         billing: None,
         callback_url: None,
         mirror: None,
+        running_ms: None,
     }
 }

@@ -122,6 +122,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         billing: Some(billing),
         callback_url: None,
         mirror: None,
+        running_ms: None,
     }
 }
 

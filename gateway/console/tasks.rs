@@ -151,6 +151,9 @@ fn timeline(task: &TaskRecord) -> Vec<(String, String)> {
     if let Some(upstream) = &task.upstream_task_id {
         events.push((String::new(), format!("accepted upstream as {upstream}")));
     }
+    if let Some(running) = task.running_ms {
+        events.push((time(running), "running".to_string()));
+    }
     match task.finished_ms {
         Some(finished) => events.push((time(finished), format!("ended: {}", task.status.as_str()))),
         None => events.push((time(task.updated_ms), format!("now {}", task.status.as_str()))),

@@ -191,6 +191,9 @@ pub struct TaskRecord {
     /// The copies of its results in the gateway's storage, once it succeeded with mirroring on.
     #[serde(default)]
     pub mirror: Option<super::Mirror>,
+    /// When the poller recorded it running (epoch ms), if it saw it so: a task's page shows its timeline.
+    #[serde(default)]
+    pub running_ms: Option<i64>,
 }
 
 impl TaskRecord {

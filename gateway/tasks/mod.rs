@@ -57,6 +57,7 @@ pub fn new_task(
         billing: None,
         callback_url: None,
         mirror: None,
+        running_ms: None,
     }
 }
 

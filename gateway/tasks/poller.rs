@@ -928,9 +928,11 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
                     &[TaskStatus::Queued],
                     Commit::Durable,
                     Box::new(move |t| {
+                        let now = now_ms();
                         t.status = TaskStatus::Running;
                         t.next_poll_ms = next_poll_ms;
-                        t.updated_ms = now_ms();
+                        t.updated_ms = now;
+                        t.running_ms = Some(now);
                     }),
                 )
                 .await;

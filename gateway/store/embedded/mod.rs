@@ -298,6 +298,8 @@ mod tests {
         fields["error"] = serde_json::json!({"code": "c", "message": "m"});
         fields["billing"] = serde_json::json!({"quoted": 50, "units": {"seconds": 5.0, "resolution": "720P", "audio": true},
             "hold": [["free_trial", 50]], "earmarked": true, "baseline": 7});
+        let mut timed = serde_json::to_value(settled_task()).unwrap();
+        timed["running_ms"] = 1_790_000_000_060i64.into();
         let mut mirrored = serde_json::to_value(settled_task()).unwrap();
         mirrored["mirror"] = serde_json::json!({"state": "mirrored", "expires_ms": 1_792_592_000_000i64,
             "sources": [{"url": "https://up/1.mp4", "type": "video", "expires_at": "2026-01-02 00:00:00"}],
@@ -307,6 +309,7 @@ mod tests {
             record::<TaskRecord>("settled task", serde_json::to_value(settled_task()).unwrap()),
             record::<TaskRecord>("live task", live),
             record::<TaskRecord>("mirrored task", mirrored),
+            record::<TaskRecord>("timed task", timed),
             record::<crate::billing::books::Entry>(
                 "ledger entry",
                 serde_json::json!({"seq": 9, "account": "acme", "kind": "charge",
@@ -365,11 +368,13 @@ mod tests {
             attempts: 0,
             error: None,
         });
+        task.running_ms = Some(1_790_000_000_060);
         let as_written = serde_json::to_value(&task).unwrap();
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
-        assert_eq!(older.pop(), Some(as_written["mirror"].clone()));
+        assert_eq!(older.pop(), Some(as_written["running_ms"].clone()));
         let read = decode::<TaskRecord>(&encode(&older).unwrap()).unwrap();
-        assert!(read.mirror.is_none());
+        assert!(read.running_ms.is_none());
+        assert_eq!(serde_json::to_value(&read.mirror).unwrap(), as_written["mirror"]);
         assert_eq!(read.callback_url, task.callback_url);
         assert_eq!(serde_json::to_value(read.billing).unwrap(), as_written["billing"]);
     }
