@@ -40,11 +40,10 @@ impl AppState {
         crate::metrics::set_in_flight(claimed.len() as i64);
         let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
-        let mirroring = crate::mirror::Mirroring::from_config(&config)?;
-        let console = crate::console::Sessions::new(&crate::mirror::links::secret(
-            &config.results.link_secret_env,
-            &config.data_dir,
-        )?)?;
+        // One secret signs result links and, under a key derived from it, console sessions.
+        let secret = crate::mirror::links::secret(&config.results.link_secret_env, &config.data_dir)?;
+        let mirroring = crate::mirror::Mirroring::from_config(&config, &secret)?;
+        let console = crate::console::Sessions::new(&secret)?;
         let started_ms = crate::clock::now_ms();
         let admin_token = config.admin_token.clone().or_else(|| std::env::var(&config.admin_token_env).ok());
         let admin_token = admin_token.filter(|token| !token.is_empty());

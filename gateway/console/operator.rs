@@ -19,6 +19,9 @@ use askama::Template;
 use serde::Deserialize;
 
 const NAV: &[(&str, &str)] = super::OPERATOR_NAV;
+/// What a path segment escapes: every character but the unreserved ones (RFC 3986).
+const PATH_SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 /// Tasks an account's page lists.
 const RECENT_TASKS: usize = 20;
 /// The flash cookie carrying a new key or webhook secret (`key.…`, `webhook-secret.…`) to the one page
@@ -183,17 +186,7 @@ async fn create_account(state: web::Data<AppState>, req: HttpRequest, form: web:
 }
 
 fn account_path(name: &str) -> String {
-    format!("/console/accounts/{}", urlencoding(name))
-}
-
-/// A path segment, percent-encoded.
-fn urlencoding(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    format!("/console/accounts/{}", percent_encoding::utf8_percent_encode(name, PATH_SEGMENT))
 }
 
 #[derive(Template)]

@@ -50,13 +50,13 @@ pub struct Mirroring {
 }
 
 impl Mirroring {
-    pub fn from_config(config: &Config) -> Result<Mirroring, String> {
+    /// Copies as `config` says, their links signed with `secret` (`links::secret`).
+    pub fn from_config(config: &Config, secret: &[u8]) -> Result<Mirroring, String> {
         let results = &config.results;
         let files = Files::from_config(config)?;
-        let secret = links::secret(&results.link_secret_env, &config.data_dir)?;
         let base = results.public_url.clone().unwrap_or_else(|| crate::server::public_url(config, config.listen));
         let retention_ms = i64::try_from(results.retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
-        Ok(Mirroring { files, copies: results.mirror, links: Arc::new(Links::new(&base, &secret)?), retention_ms })
+        Ok(Mirroring { files, copies: results.mirror, links: Arc::new(Links::new(&base, secret)?), retention_ms })
     }
 
     /// What the write ending a task applies if it succeeds, where mirroring is on.

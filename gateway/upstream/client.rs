@@ -200,8 +200,14 @@ pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) 
     if model.data_inspection {
         request = request.insert_header((wire.data_inspection_header.name, wire.data_inspection_header.value));
     }
+    timed(async { answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await })
+        .await
+}
+
+/// An upstream call, its answer time recorded (the console's overview shows it).
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> T {
     let started = std::time::Instant::now();
-    let answered = answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await;
+    let answered = call.await;
     crate::metrics::upstream_latency(started.elapsed());
     answered
 }
@@ -229,10 +235,8 @@ fn address(base_url: &str, path: &str) -> String {
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
 pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
-    let started = std::time::Instant::now();
-    let answered = answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await;
-    crate::metrics::upstream_latency(started.elapsed());
-    answered
+    timed(async { answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await })
+        .await
 }
 
 /// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
@@ -296,11 +300,10 @@ pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) 
         request.page_no.max(1),
         request.page_size.max(1)
     );
-    let started = std::time::Instant::now();
-    let sent = call_with_key(upstream, key, awc::http::Method::GET, &path).send().await;
-    let answered = raw_answer(upstream, sent).await;
-    crate::metrics::upstream_latency(started.elapsed());
-    let (status, body) = answered?;
+    let (status, body) = timed(async {
+        raw_answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
+    })
+    .await?;
     if !(200..300).contains(&status) {
         return Err(error_of(status, &body));
     }
