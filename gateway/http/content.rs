@@ -23,8 +23,16 @@ use std::time::Duration;
 const STREAM_WITHIN: Duration = Duration::from_secs(30 * 60);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    super::mount(cfg, "/v1/tasks/{task_id}/content", vec![("GET", web::get().to(content))]);
-    super::mount(cfg, "/v1/files/{task_id}/{index}", vec![("GET", web::get().to(linked))]);
+    super::mount(
+        cfg,
+        "/v1/tasks/{task_id}/content",
+        vec![("GET", web::get().to(content)), ("HEAD", web::head().to(content))],
+    );
+    super::mount(
+        cfg,
+        "/v1/files/{task_id}/{index}",
+        vec![("GET", web::get().to(linked)), ("HEAD", web::head().to(linked))],
+    );
 }
 
 #[derive(Deserialize)]
@@ -52,7 +60,7 @@ async fn content(
 
 #[derive(Deserialize)]
 struct LinkParams {
-    expires: Option<i64>,
+    expires: Option<String>,
     signature: Option<String>,
 }
 
@@ -64,8 +72,8 @@ async fn linked(
 ) -> Result<HttpResponse, ApiError> {
     let (task_id, index) = path.into_inner();
     let refused = |why: &str| ApiError::new(ErrorCode::invalid_link, format!("This result link {why}."));
-    let (Some(expires), Some(signature), Ok(index)) = (params.expires, params.signature.as_deref(), index.parse())
-    else {
+    let expires = params.expires.as_deref().and_then(|expires| expires.parse::<i64>().ok());
+    let (Some(expires), Some(signature), Ok(index)) = (expires, params.signature.as_deref(), index.parse()) else {
         return Err(refused("is incomplete"));
     };
     if !state.mirroring.links.verify(&task_id, index, expires, signature) {
@@ -115,7 +123,7 @@ async fn serve(
 async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFile) -> Result<HttpResponse, ApiError> {
     let files = &state.mirroring.files;
     if let Some(url) = files.presigned(&file.key).await {
-        let url = url.map_err(ApiError::internal)?;
+        let url = url.map_err(unreadable)?;
         return Ok(HttpResponse::Found().insert_header((header::LOCATION, url)).finish());
     }
     let etag = format!("\"{}\"", file.sha256);
@@ -127,10 +135,14 @@ async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFi
     }
     let range = requested_range(request, file.size)?;
     let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
-    let object = files
-        .get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1)))
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::result_expired, format!("The result's copy cannot be read: {e}")))?;
+    let object = files.get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1))).await.map_err(
+        |e| match e {
+            object_store::Error::NotFound { .. } => {
+                ApiError::new(ErrorCode::result_expired, "The result's copy is no longer stored.")
+            }
+            e => unreadable(e),
+        },
+    )?;
     let length = range.map_or(file.size, |(first, last)| last - first + 1);
     let mut response = HttpResponse::build(status);
     response
@@ -140,7 +152,23 @@ async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFi
     if let Some((first, last)) = range {
         response.insert_header((header::CONTENT_RANGE, format!("bytes {first}-{last}/{}", file.size)));
     }
-    Ok(response.body(SizedStream::new(length, object.into_stream())))
+    Ok(inert(&mut response).body(SizedStream::new(length, object.into_stream())))
+}
+
+/// A storage failure other than a missing object: logged whole, answered without the storage's details
+/// (paths, buckets), as a retry may succeed.
+fn unreadable(error: impl std::fmt::Display) -> ApiError {
+    tracing::error!(request_id = %crate::http::request_id::current(), %error, "a result's copy cannot be read");
+    ApiError::new(ErrorCode::storage_unavailable, "The result's copy cannot be read right now; retry later.")
+        .with_retry_after(5)
+}
+
+/// Result bytes are the upstream's, served from the gateway's origin (the console's too): the browser must
+/// neither guess another type for them nor run them as a page of that origin.
+fn inert(response: &mut actix_web::HttpResponseBuilder) -> &mut actix_web::HttpResponseBuilder {
+    response
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, "sandbox"))
 }
 
 /// The one byte range a `Range` header asks for, inclusive, if it asks for one (several are answered
@@ -203,6 +231,7 @@ async fn from_upstream(
     let length = answer.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     // Past the head, a failure can only cut the body short.
     let body = answer.map_err(|e| std::io::Error::other(e.to_string()));
+    inert(&mut response);
     Ok(match length {
         Some(length) => response.body(SizedStream::new(length, body)),
         None => response.streaming(body),
