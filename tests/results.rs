@@ -49,8 +49,15 @@ fn wait_mirror(demo: &Demo, key: &str, task_id: &str, status: &str) -> Value {
 
 /// The gateway of `data_dir` started again with the config it last ran with (on a new port).
 fn restart(data_dir: &Path) -> Demo {
+    restart_with(data_dir, "")
+}
+
+/// [`restart`], with `extra` lines of config.
+fn restart_with(data_dir: &Path, extra: &str) -> Demo {
     let config = std::fs::read_to_string(data_dir.join("serve-config.yaml")).unwrap();
-    let kept: Vec<&str> = config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect();
+    let mut kept: Vec<&str> =
+        config.lines().filter(|l| !l.starts_with("listen:") && !l.starts_with("data_dir:")).collect();
+    kept.push(extra);
     Demo::serve(data_dir, &kept.join("\n"), &[common::SIM_KEY])
 }
 
@@ -96,6 +103,9 @@ fn downloads_whole(demo: &Demo, key: &str, task: &Value) {
         assert_eq!(linked.bytes.len() as u64, result["size"].as_u64().unwrap());
         assert_eq!(linked.header("content-type"), result["content_type"].as_str());
         assert_eq!(linked.header("etag"), Some(format!("\"{}\"", result["sha256"].as_str().unwrap()).as_str()));
+        // The upstream's bytes on the gateway's origin: never sniffed, never run as a page of it.
+        assert_eq!(linked.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(linked.header("content-security-policy"), Some("sandbox"));
         let auth = format!("Bearer {key}");
         let content = fetch(
             &demo.url(&format!("/v1/tasks/{task_id}/content?index={index}")),
@@ -165,7 +175,7 @@ fn results_download_from_the_gateway_after_the_upstream_is_gone() {
 }
 
 /// A copy is queued in the write that ends its task: a gateway killed as the copy starts makes it once
-/// restarted.
+/// restarted, even with mirroring switched off meanwhile (the task's links promise the copy).
 #[test]
 fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
     let tmp = tempfile::tempdir().unwrap();
@@ -181,7 +191,7 @@ fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
         std::thread::sleep(Duration::from_millis(20));
     }
     crashing.kill();
-    let demo = restart(&data_dir);
+    let demo = restart_with(&data_dir, "results: {mirror: false}");
     let task = wait_mirror(&demo, &key, &task_id, "mirrored");
     assert_eq!(task["status"], "success");
     drop(simulator);

@@ -95,13 +95,10 @@ impl Adoption {
     }
 }
 
-/// Copies due results (where mirroring is on) and sweeps expired copies until the process ends. Call once,
-/// on the actix system.
+/// Copies due results and sweeps expired copies until the process ends. Call once, on the actix system.
+/// With mirroring switched off the copies already queued are still made: their tasks' links promise them.
 pub async fn run(state: web::Data<AppState>) {
     actix_web::rt::spawn(sweep(state.clone()));
-    if !state.mirroring.copies {
-        return;
-    }
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
     loop {
