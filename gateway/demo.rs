@@ -45,6 +45,8 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             made
         }
     };
+    // The demo runs on the operator's own machine: a webhook receiver there is at a loopback address.
+    config.webhooks.allow_private_callbacks = true;
     // The simulated jobs take seconds, not minutes: poll on the simulator's clock.
     config.poller.min_interval_ms = ((250.0 * options.time_scale) as u64).max(10);
     config.poller.max_interval_ms = ((2000.0 * options.time_scale) as u64).max(50);
@@ -88,9 +90,10 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             let state = server::build_state(config, upstreams).await?;
             let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;
             fund_demo_account(&*state.store).await.map_err(std::io::Error::other)?;
+            let webhook_secret = demo_webhook_secret(&*state.store, &options).await.map_err(std::io::Error::other)?;
             let url = server::public_url(&state.config, addr);
             let simulator_ca = simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path()));
-            print_banner(&url, &key, &admin_token, simulator_ca);
+            print_banner(&url, &Secrets { key, admin_token, webhook_secret }, simulator_ca);
             match simulator_tls {
                 Some((listener, tls)) => {
                     actix_web::rt::spawn(crate::simulator::server(simulator, listener, Some(tls))?);
@@ -113,6 +116,20 @@ async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, 
     let key = remembered_secret(&options.data_dir.join("demo-api-key"), options.api_key.as_deref())?;
     store.insert_key(DEMO_ACCOUNT, &key).await.map_err(|e| e.to_string())?;
     Ok(key)
+}
+
+/// The demo account's newest webhook secret (made on its first start), kept in the data dir for a receiver
+/// to verify deliveries with.
+async fn demo_webhook_secret(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
+    let (new, now) = (crate::webhooks::signing::new_secret(), crate::clock::now_ms());
+    let settings = store
+        .change_webhook_settings(DEMO_ACCOUNT, Box::new(move |s| _ = s.adopt_first(new, now)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let secret = settings.secrets.first().map(|s| s.secret.clone()).unwrap_or_default();
+    let path = options.data_dir.join("demo-webhook-secret");
+    std::fs::write(&path, &secret).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(secret)
 }
 
 /// `asked`, else the one kept at `path` by an earlier start, else a new one; kept at `path`.
@@ -157,18 +174,24 @@ async fn fund_demo_account(store: &dyn Storage) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// What the demo prints once it is ready: its address, its key and commands to copy, and how to sign in to
-/// the console. `upstream_tls` is the simulator's HTTPS address and the CA that signed it, when it has one.
-fn print_banner(url: &str, key: &str, admin_token: &str, upstream_tls: Option<(&str, &std::path::Path)>) {
+/// What the demo prints that a user copies.
+struct Secrets {
+    key: String,
+    admin_token: String,
+    webhook_secret: String,
+}
+
+/// What the demo prints once it is ready: its address, its key and commands to copy, how to receive webhooks
+/// and sign in to the console. `upstream_tls` is the simulator's HTTPS address and the CA that signed it,
+/// when it has one.
+fn print_banner(url: &str, secrets: &Secrets, upstream_tls: Option<(&str, &std::path::Path)>) {
     let upstream = match upstream_tls {
-        Some((simulator, ca)) => format!(
-            "Simulated upstream over HTTPS on {simulator}, signed by the CA in {}\n\
-             (result links are on it: `curl --cacert {}` downloads them)\n",
-            ca.display(),
-            ca.display()
-        ),
+        Some((simulator, ca)) => {
+            format!("Simulated upstream over HTTPS on {simulator}, signed by the CA in {}\n", ca.display())
+        }
         None => format!("Simulated upstream on {url}{UPSTREAM_PREFIX}\n"),
     };
+    let Secrets { key, admin_token, webhook_secret } = secrets;
     println!(
         r#"mediagate demo: gateway on {url}
 {upstream}API key (account "{DEMO_ACCOUNT}"): {key}
@@ -178,8 +201,13 @@ Submit a text-to-video job:
     -H "Content-Type: application/json" \
     -d '{{"model":"alpha2.6-t2v_t2v","prompt":"a red fox running through snow at dawn","duration":5}}'
 
-Poll it (use the task_id from the answer):
+Poll it (use the task_id from the answer), download its result, list your tasks:
   curl -s {url}/v1/tasks/TASK_ID -H "Authorization: Bearer {key}"
+  curl -s {url}/v1/tasks/TASK_ID/content -H "Authorization: Bearer {key}" -o result.mp4
+  curl -s {url}/v1/tasks -H "Authorization: Bearer {key}"
+
+Or have its end sent to you: add "callback_url":"http://127.0.0.1:PORT/..." to the job; deliveries are
+signed with the webhook secret {webhook_secret}
 
 List models:  curl -s {url}/v1/models -H "Authorization: Bearer {key}"
 

@@ -181,8 +181,27 @@ struct NewAccount {
 
 async fn create_account(state: web::Data<AppState>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
-    admin::open_account(&state, &form.name).await?;
-    Ok(redirect(&account_path(form.name.trim())))
+    let opened = admin::open_account(&state, &form.name).await?;
+    let path = account_path(form.name.trim());
+    match opened["webhook_secret"].as_str() {
+        Some(secret) => {
+            shown_once(&state, redirect(&format!("{path}?done=opened")), format!("webhook-secret.{secret}"))
+        }
+        None => Ok(redirect(&path)),
+    }
+}
+
+/// `response`, carrying `shown` (`kind.secret`) to the account's page in a short-lived flash cookie.
+fn shown_once(state: &AppState, mut response: actix_web::HttpResponse, shown: String) -> Page {
+    let flash = Cookie::build(SHOWN_ONCE, shown)
+        .path("/console/accounts")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(super::secure_cookies(state))
+        .max_age(CookieDuration::seconds(60))
+        .finish();
+    response.add_cookie(&flash).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    Ok(response)
 }
 
 fn account_path(name: &str) -> String {
@@ -212,6 +231,7 @@ fn notice(done: &str) -> Option<&'static str> {
         "top-up" => "Topped up.",
         "free-trial" => "Free trial granted.",
         "plan" => "Plan set.",
+        "opened" => "Account opened, with its webhook secret. It is shown once: store it now.",
         "key" => "Key created. It is shown once: store it now.",
         "webhook-secret" => "Webhook secret rotated. It is shown once: store it now.",
         "webhook-endpoint" => "Default webhook endpoint set.",
@@ -338,18 +358,11 @@ async fn change_account(
         }
         _ => return Err(Failure::Refused(ApiError::new(crate::error::ErrorCode::not_found, "No such change."))),
     };
-    let mut response = redirect(&format!("{}?done={done}", account_path(&name)));
-    if let Some(shown) = shown {
-        let flash = Cookie::build(SHOWN_ONCE, shown)
-            .path("/console/accounts")
-            .http_only(true)
-            .same_site(SameSite::Strict)
-            .secure(super::secure_cookies(&state))
-            .max_age(CookieDuration::seconds(60))
-            .finish();
-        response.add_cookie(&flash).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    let response = redirect(&format!("{}?done={done}", account_path(&name)));
+    match shown {
+        Some(shown) => shown_once(&state, response, shown),
+        None => Ok(response),
     }
-    Ok(response)
 }
 
 async fn revoke_key(

@@ -113,7 +113,8 @@ async fn create_account(
     Ok(HttpResponse::Created().json(open_account(&state, &body.name).await?))
 }
 
-/// Opens the account `name` (trimmed) if it is new; its view either way.
+/// Opens the account `name` (trimmed) if it is new, with its first webhook secret (`webhook_secret` in the
+/// answer, shown once); its view either way.
 pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
@@ -124,7 +125,12 @@ pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiErro
         .with_param("name"));
     }
     state.store.ensure_account(name).await?;
-    account_view(state, name).await
+    let webhook_secret = super::admin_webhooks::first_secret(state, name).await?;
+    let mut view = account_view(state, name).await?;
+    if let Some(secret) = webhook_secret {
+        view["webhook_secret"] = json!(secret);
+    }
+    Ok(view)
 }
 
 async fn show_account(

@@ -50,6 +50,18 @@ pub async fn rotate(state: &AppState, account: &str) -> Result<(String, WebhookS
     Ok((secret, settings))
 }
 
+/// The account's first webhook secret, made now if it has none (every account has one from its creation);
+/// the plain secret, to be shown once, if it was made now.
+pub async fn first_secret(state: &AppState, account: &str) -> Result<Option<String>, ApiError> {
+    let secret = signing::new_secret();
+    let (now, new) = (now_ms(), secret.clone());
+    let settings = state
+        .store
+        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| _ = s.adopt_first(new, now)))
+        .await?;
+    Ok(settings.secrets.iter().any(|s| s.secret == secret).then_some(secret))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EndpointBody {
@@ -76,6 +88,12 @@ pub async fn set_default_endpoint(
 ) -> Result<WebhookSettings, ApiError> {
     account_exists(state, account).await?;
     if let Some(url) = &url {
+        let unsigned = state.store.webhook_settings(account).await?.is_none_or(|s| s.secrets.is_empty());
+        if unsigned {
+            let message =
+                format!("Account `{account}` has no webhook secret to sign deliveries with; rotate one first.");
+            return Err(ApiError::invalid_parameter("url", message));
+        }
         callbacks::check(url, state.config.webhooks.allow_private_callbacks)
             .await
             .map_err(|message| ApiError::invalid_parameter("url", message))?;

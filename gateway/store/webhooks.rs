@@ -35,6 +35,15 @@ impl WebhookSettings {
         self.secrets.iter().filter(move |s| s.retires_ms.is_none_or(|at| at > now_ms)).map(|s| s.secret.as_str())
     }
 
+    /// Makes `secret` the account's first if it has none; whether it did.
+    pub fn adopt_first(&mut self, secret: String, now_ms: i64) -> bool {
+        let first = self.secrets.is_empty();
+        if first {
+            self.secrets.push(WebhookSecret { secret, created_ms: now_ms, retires_ms: None });
+        }
+        first
+    }
+
     /// Makes `secret` the newest; the one it replaces keeps signing until `retire_ms`, and retired ones go.
     pub fn rotate(&mut self, secret: String, now_ms: i64, retire_ms: i64) {
         self.secrets.retain(|s| s.retires_ms.is_none_or(|at| at > now_ms));
