@@ -49,14 +49,17 @@ pub struct ResultsConfig {
     pub mirror: bool,
     /// How long copies and result links last (days).
     pub retention_days: u64,
-    /// S3-compatible storage for the copies; unset, they go under `data_dir/results`. Credentials come from
-    /// the standard AWS environment variables.
+    /// S3-compatible storage for the copies; unset, they go under `dir`. Credentials come from the standard
+    /// AWS environment variables.
     pub s3: Option<S3Config>,
+    /// The directory copies go to without `s3`: `data_dir/results` when unset. Replicas sharing a database
+    /// need S3 or one directory they all mount.
+    pub dir: Option<PathBuf>,
     /// The gateway's address as clients reach it, which result links start with; `http://` and `listen`
     /// (`https://` with `tls`) when unset.
     pub public_url: Option<String>,
     /// Environment variable holding the secret result links are signed with. Unset, a secret made on first
-    /// start is kept in `data_dir/link-secret`; replicas must share one, so set it for them.
+    /// start is kept in `data_dir/link-secret`, or in the database, for every replica sharing it.
     pub link_secret_env: String,
     /// Wait before each retry of a failed copy (milliseconds); after the last, the results keep the
     /// upstream's links.
@@ -69,6 +72,7 @@ impl Default for ResultsConfig {
             mirror: true,
             retention_days: 30,
             s3: None,
+            dir: None,
             public_url: None,
             link_secret_env: "MEDIAGATE_LINK_SECRET".into(),
             retry_delays_ms: vec![1_000, 10_000, 60_000, 300_000, 1_800_000, 3_600_000],

@@ -41,7 +41,7 @@ impl AppState {
         let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
         // One secret signs result links and, under a key derived from it, console sessions.
-        let secret = crate::mirror::links::secret(&config.results.link_secret_env, &config.data_dir)?;
+        let secret = crate::mirror::links::secret(&config.results.link_secret_env, &config.data_dir, &*store).await?;
         let mirroring = crate::mirror::Mirroring::from_config(&config, &secret)?;
         let console = crate::console::Sessions::new(&secret)?;
         let started_ms = crate::clock::now_ms();

@@ -282,13 +282,22 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
     let report: Value = serde_json::from_slice(&copied.stdout).unwrap();
     assert_eq!((report["accounts"].as_u64(), report["tasks"].as_u64()), (Some(1), Some(4)), "{report}");
+    assert_eq!(report["link_secret"], true, "{report}");
     let again = copy(&url);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&again.stderr));
 
-    let after = Demo::serve(&tmp.path().join("after"), &format!("store: {{url: '{url}'}}\n{upstream}"), &env);
+    // The copies stay where they were, which the new gateway is told.
+    let results = format!("results: {{dir: '{}'}}", data_dir.join("results").display());
+    let after =
+        Demo::serve(&tmp.path().join("after"), &format!("store: {{url: '{url}'}}\n{results}\n{upstream}"), &env);
     assert_eq!(after.funds("acme").0, funds.0);
-    assert_eq!(after.get_as(&key, &format!("/v1/tasks/{done}")).json["status"], "success");
+    let done_task = after.get_as(&key, &format!("/v1/tasks/{done}")).json;
+    assert_eq!(done_task["status"], "success");
+    // A result link given out before the move still serves: the link secret moved too.
+    let link = done_task["results"][0]["url"].as_str().unwrap();
+    let served = after.request("GET", &link[link.find("/v1/files/").unwrap()..], None, &[]);
+    assert_eq!(served.status, 200, "{:?}", served.json);
     assert_eq!(keyed(&after).json["task_id"], live.as_str(), "the idempotency record moved too");
     let ended = after.wait_terminal_as(&key, &live, Duration::from_secs(60));
     assert_eq!(ended["status"], "success", "{ended}");
@@ -381,10 +390,12 @@ fn one_replica_sees_at_once_what_another_did() {
     let cluster = Cluster::start();
     let simulator = common::simulator("1", &[]);
     let tmp = tempfile::tempdir().unwrap();
+    // Result copies in one directory both replicas use, as a shared mount would be.
+    let results = format!("results: {{dir: '{}'}}\n", tmp.path().join("results").display());
     let config = format!(
         "store: {{url: '{}'}}\n{}",
         cluster.url("postgres"),
-        common::serve_config(&simulator.address(), "", "")
+        common::serve_config(&simulator.address(), "", &results)
     );
     let (one, other) = (
         Demo::serve(&tmp.path().join("one"), &config, &[common::SIM_KEY]),
@@ -409,6 +420,24 @@ fn one_replica_sees_at_once_what_another_did() {
 
     let image = json!({"model": "beta-image-plus", "prompt": "a"});
     assert!(other.post_as(&key, "/v1/images/generations", &image).status < 300);
+    // Its result link, signed by the replica that ended the task, serves on the other: one link secret,
+    // made by the first replica and kept in the database.
+    let imaged = &one.get_as(&key, "/v1/tasks?limit=1").json["data"][0];
+    let task_id = imaged["task_id"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let copied = loop {
+        let task = one.get_as(&key, &format!("/v1/tasks/{task_id}")).json;
+        if task["mirror"]["status"] == "mirrored" {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "never mirrored: {task}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let link = copied["results"][0]["url"].as_str().unwrap();
+    assert!(link.starts_with(&other.base), "{link}");
+    let served = one.request("GET", &link[other.base.len()..], None, &[]);
+    assert_eq!(served.status, 200, "{:?}", served.json);
+    assert_eq!(served.bytes.len() as u64, copied["results"][0]["size"].as_u64().unwrap());
     assert_eq!(one.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);
     let within_a_second = |check: &dyn Fn() -> bool| {
         let deadline = Instant::now() + Duration::from_millis(1200);

@@ -1,5 +1,5 @@
-//! Where result copies live: an object store (`object_store`), the local filesystem under the data dir
-//! unless S3 is configured. An object's path starts with the day its copy expires
+//! Where result copies live: an object store (`object_store`), a local directory (under the data dir
+//! unless `results.dir` names another) unless S3 is configured. An object's path starts with the day its copy expires
 //! (`{prefix}/{YYYY-MM-DD}/{task_id}/{index}`), so the sweeper deletes whole expired days and never needs an
 //! index of what expires when.
 
@@ -37,7 +37,14 @@ pub struct Stored {
 impl Files {
     pub fn from_config(config: &Config) -> Result<Files, String> {
         let Some(s3) = &config.results.s3 else {
-            let dir = config.data_dir.join("results");
+            let dir = config.results.dir.clone().unwrap_or_else(|| config.data_dir.join("results"));
+            if config.store.url.is_some() && config.results.dir.is_none() {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "result copies are kept in this replica's data dir, where other replicas cannot serve them: \
+                     set results.s3, or results.dir to a directory every replica mounts"
+                );
+            }
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let local = LocalFileSystem::new_with_prefix(&dir)
                 .map_err(|e| format!("{}: {e}", dir.display()))?

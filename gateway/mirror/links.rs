@@ -2,6 +2,7 @@
 //! task, the result's index and the expiry under the gateway's link secret. A browser or a `<video>` tag
 //! fetches a result with one, no API key needed, until it expires; a link altered anywhere is refused.
 
+use crate::store::{LINK_SECRET, Storage};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::Path;
@@ -40,27 +41,28 @@ impl Links {
     }
 }
 
-/// The link secret: the environment variable's value if set, else the one kept in `data_dir`, made (with
-/// owner-only permissions) on first start.
-pub fn secret(env: &str, data_dir: &Path) -> Result<Vec<u8>, String> {
+/// The link secret: the environment variable's value if set; else, on a store shared by replicas, the one
+/// kept there (the first replica's); else the one kept in `data_dir`, made (with owner-only permissions) on
+/// first start.
+pub async fn secret(env: &str, data_dir: &Path, store: &dyn Storage) -> Result<Vec<u8>, String> {
     if let Ok(value) = std::env::var(env)
         && !value.is_empty()
     {
         return Ok(value.into_bytes());
     }
-    let path = data_dir.join("link-secret");
+    if let Some(shared) = store.shared_secret(LINK_SECRET, made()).await.map_err(|e| e.to_string())? {
+        return Ok(shared);
+    }
+    let path = data_dir.join(LINK_SECRET);
     match std::fs::read(&path) {
         Ok(secret) if !secret.is_empty() => return Ok(secret),
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("{}: {e}", path.display())),
     }
-    use rand::RngCore;
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut bytes = [0u8; SECRET_BYTES];
-    rand::rng().fill_bytes(&mut bytes);
-    let secret = hex::encode(bytes).into_bytes();
+    let secret = made();
     std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -71,6 +73,14 @@ pub fn secret(env: &str, data_dir: &Path) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))?;
     file.write_all(&secret).and_then(|()| file.sync_all()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(secret)
+}
+
+/// A new secret: random bytes, in hex.
+fn made() -> Vec<u8> {
+    use rand::RngCore;
+    let mut bytes = [0u8; SECRET_BYTES];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes).into_bytes()
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ pub struct Copied {
     pub entries: u64,
     pub tasks: usize,
     pub idempotency_records: usize,
+    /// Whether the link secret came too (then result links made before still work).
+    pub link_secret: bool,
 }
 
 /// Copies the (stopped) embedded store in `data_dir` into the empty database `to` names.
@@ -24,15 +26,27 @@ pub async fn copy(data_dir: &Path, to: postgres::Options) -> Result<Copied, Stor
     }
     let export = source.export()?;
     source.close()?;
-    let copied = Copied {
+    let mut copied = Copied {
         accounts: export.accounts.len(),
         keys: export.keys.len(),
         entries: export.entries.len() as u64,
         tasks: export.tasks.len(),
         idempotency_records: export.idempotency.len(),
+        link_secret: false,
+    };
+    let link_secret = match std::fs::read(data_dir.join(super::LINK_SECRET)) {
+        Ok(secret) if !secret.is_empty() => Some(secret),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::new(format!("{}: {e}", super::LINK_SECRET))),
     };
     let target = postgres::Store::connect(to).await?;
     target.import(export).await?;
+    if let Some(secret) = link_secret {
+        // A replica started on the database before the copy made a secret of its own, which stays.
+        let kept = target.shared_secret(super::LINK_SECRET, secret.clone()).await?;
+        copied.link_secret = kept == Some(secret);
+    }
     let after = Storage::verify_ledger(&target).await;
     target.close().await?;
     let after = after?;

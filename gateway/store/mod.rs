@@ -28,6 +28,11 @@ pub use records::{
 pub use usage::{UsageFilter, UsageRecord};
 pub use webhooks::{Attempt, Delivery, DeliveryFilter, DeliveryState, WebhookSecret, WebhookSettings};
 
+/// The secret result links and console sessions are signed with: where one process owns the store, a file
+/// of this name in its data dir; where replicas share it, the store's secret of this name
+/// ([`Storage::shared_secret`]).
+pub const LINK_SECRET: &str = "link-secret";
+
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use serde::{Serialize, de::DeserializeOwned};
 use std::sync::Arc;
@@ -212,6 +217,11 @@ pub trait Storage: Send + Sync {
     async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError>;
 
     // The store itself.
+
+    /// A secret every process sharing the store signs with (result links, console sessions): the one kept
+    /// under `name`, else `made`, kept from now on. `None` where one process owns the store, which keeps its
+    /// secrets in its data dir.
+    async fn shared_secret(&self, name: &str, made: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Whether the store takes writes now.
     fn writable(&self) -> bool;

@@ -247,6 +247,10 @@ impl Storage for Store {
         std::future::pending().await
     }
 
+    async fn shared_secret(&self, _: &str, _: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         blocking(self, Store::close).await
     }

@@ -133,6 +133,17 @@ pub(super) async fn model_switches(client: &Object) -> Result<Vec<(String, bool)
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
+/// The secret kept under `name`, `made` if none was: the first replica to ask decides it for all. Two
+/// statements, so that the read's snapshot sees a row another replica's insert won the race with.
+pub(super) async fn shared_secret(client: &Object, name: &str, made: &[u8]) -> Result<Vec<u8>, StoreError> {
+    client
+        .execute("INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", &[&name, &made])
+        .await
+        .map_err(db_error)?;
+    let row = client.query_one("SELECT value FROM secrets WHERE name = $1", &[&name]).await.map_err(db_error)?;
+    Ok(row.get(0))
+}
+
 pub(super) async fn set_model_switch(client: &Object, model: &str, enabled: bool) -> Result<(), StoreError> {
     // One statement, so the notice goes with its commit.
     client

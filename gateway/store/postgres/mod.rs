@@ -492,6 +492,11 @@ impl Storage for Store {
         self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
     }
 
+    async fn shared_secret(&self, name: &str, made: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::shared_secret(&client, &name, &made).await.map(Some) }).await
+    }
+
     fn writable(&self) -> bool {
         true
     }
