@@ -2,9 +2,10 @@
 # Every test, on both stores: the whole suite on the embedded store, then every integration test again on
 # PostgreSQL (MEDIAGATE_TEST_STORE=postgres: each gateway the tests start gets a database of its own on a
 # throwaway cluster the tests start, or on the server MEDIAGATE_TEST_DATABASE_URL names). Installs what is
-# missing first: from Debian, the system's CA bundle, which the TLS tests need, PostgreSQL, and Chromium,
-# for the console's browser test; from crates.io, s3s-fs (an S3-compatible server over a directory) under
-# target/tools, for the mirroring tests; from PyPI, Playwright, which drives Chromium, in a venv there.
+# missing first: from Debian, the system's CA bundle, which the TLS tests need, PostgreSQL, Chromium, for the
+# console's browser test, and Python's venv; from crates.io, s3s-fs (an S3-compatible server over a
+# directory) under target/tools, for the mirroring tests; from PyPI, Playwright, which drives Chromium, in a
+# venv there (the webhook tests install the Standard Webhooks library in one of their own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
@@ -15,6 +16,8 @@ if [ -z "${MEDIAGATE_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null \
   missing+=(postgresql)
 fi
 command -v chromium >/dev/null || missing+=(chromium)
+# The venvs of the browser and webhook tests need Python with ensurepip (Debian's python3-venv).
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3 python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${missing[@]}"
 fi

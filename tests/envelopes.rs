@@ -1,5 +1,6 @@
 //! The typed requests render the exact upstream envelope of upstream-protocol.md: every example request
-//! is admitted and its envelope (JSON text) compared with the hand-written expectation in examples/upstream/.
+//! is admitted and its envelope (JSON text) compared with the hand-written expectation in examples/upstream/,
+//! with and without the gateway's own `callback_url`.
 #![allow(clippy::unwrap_used)]
 
 use mediagate::admission::admit;
@@ -28,6 +29,11 @@ fn every_example_renders_its_expected_upstream_envelope() {
         assert_eq!(envelope, expected, "{}", path.display());
         // Written back compactly it is the same text: valid, compact, and no member written twice.
         assert_eq!(serde_json::to_vec(&envelope).unwrap(), admitted.envelope, "{}", path.display());
+        // A gateway field is never sent upstream: with a `callback_url` the envelope is the same.
+        let mut hooked = request.clone();
+        hooked["callback_url"] = "https://hooks.example/mediagate".into();
+        let admitted = admit(&registry, model.endpoint(), hooked).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(admitted.envelope, serde_json::to_vec(&envelope).unwrap(), "{}: callback_url", path.display());
         operations.insert(model.operation.as_str());
         compared += 1;
     }

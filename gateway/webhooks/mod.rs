@@ -22,6 +22,8 @@ use std::time::Duration;
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// Attempts under way at once, at most.
 const ATTEMPTS_AT_ONCE: usize = 64;
+/// How long a delivery whose attempt could not be written waits before it is attempted again.
+const UNRECORDED_PAUSE: Duration = Duration::from_secs(30);
 /// An endpoint that has not answered after this long has failed the attempt.
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
@@ -47,7 +49,10 @@ pub async fn run(state: web::Data<AppState>) {
                 let (state, client, under_way) = (state.clone(), client.clone(), under_way.clone());
                 actix_web::rt::spawn(async move {
                     let id = delivery.id.clone();
-                    attempt(&state, &client, delivery).await;
+                    if !attempt(&state, &client, delivery).await {
+                        // Still due in the store: held back here, not sent again every look.
+                        actix_web::rt::time::sleep(UNRECORDED_PAUSE).await;
+                    }
                     under_way.borrow_mut().remove(&id);
                 });
             }
@@ -65,8 +70,8 @@ fn client(allow_private: bool) -> awc::Client {
     awc::Client::builder().connector(connector).disable_redirects().timeout(ANSWER_WITHIN).finish()
 }
 
-/// One attempt: sends the delivery, then writes down what came of it.
-async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery) {
+/// One attempt: sends the delivery, then writes down what came of it; whether that was written.
+async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery) -> bool {
     failpoint_before_delivery();
     let at_ms = now_ms();
     let answer = send(state, client, &delivery, at_ms).await;
@@ -109,8 +114,12 @@ async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery)
     crate::metrics::webhook_attempt(outcome);
     tracing::info!(delivery = delivery.id, task_id = delivery.task_id, status, outcome, "webhook attempt");
     // Not written (the store is down): the delivery stays due, and is attempted again.
-    if let Err(e) = state.store.save_delivery(delivery).await {
-        tracing::warn!(error = %e, "could not record a webhook attempt; it will be made again");
+    match state.store.save_delivery(delivery).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record a webhook attempt; it will be made again");
+            false
+        }
     }
 }
 
