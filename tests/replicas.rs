@@ -420,8 +420,8 @@ fn one_replica_sees_at_once_what_another_did() {
 
     let image = json!({"model": "beta-image-plus", "prompt": "a"});
     assert!(other.post_as(&key, "/v1/images/generations", &image).status < 300);
-    // Its result link, signed by the replica that ended the task, serves on the other: one link secret,
-    // made by the first replica and kept in the database.
+    // Its result link, signed by the replica that ended the task (the one polling it), serves on the other:
+    // one link secret, made by the first replica and kept in the database.
     let imaged = &one.get_as(&key, "/v1/tasks?limit=1").json["data"][0];
     let task_id = imaged["task_id"].as_str().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -434,8 +434,9 @@ fn one_replica_sees_at_once_what_another_did() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let link = copied["results"][0]["url"].as_str().unwrap();
-    assert!(link.starts_with(&other.base), "{link}");
-    let served = one.request("GET", &link[other.base.len()..], None, &[]);
+    let (signer, server) = if link.starts_with(&one.base) { (&one, &other) } else { (&other, &one) };
+    assert!(link.starts_with(&signer.base), "{link}");
+    let served = server.request("GET", &link[signer.base.len()..], None, &[]);
     assert_eq!(served.status, 200, "{:?}", served.json);
     assert_eq!(served.bytes.len() as u64, copied["results"][0]["size"].as_u64().unwrap());
     assert_eq!(one.admin("/models/beta-image-plus/disable", Some(&json!({}))).status, 200);

@@ -16,25 +16,48 @@ mod faults;
 pub mod ledger;
 mod mirrors;
 mod overlay;
-/// Indexes the tasks of a store written before `TASKS_BY_ACCOUNT` existed, once, straight into redb (the
-/// log is replayed and empty by then).
-fn index_tasks_by_account(db: &Database) -> Result<(), StoreError> {
+/// Builds an index added after stores were written, over what they hold, once (marked `built` in `META`),
+/// straight into redb: the log is replayed and empty by then.
+fn build_once(
+    db: &Database,
+    built: &str,
+    build: impl FnOnce(&redb::WriteTransaction) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let tx = db.begin_write()?;
-    if tx.open_table(tables::META)?.get(tables::TASKS_BY_ACCOUNT_BUILT)?.is_some() {
+    if tx.open_table(tables::META)?.get(built)?.is_some() {
         return Ok(());
     }
-    {
-        let (tasks, mut index) = (tx.open_table(TASKS)?, tx.open_table(TASKS_BY_ACCOUNT)?);
-        if !tasks.is_empty()? {
-            tracing::info!(tasks = tasks.len()?, "indexing the stored tasks by account, once");
-        }
-        for row in tasks.iter()? {
-            let task: TaskRecord = decode(row?.1.value())?;
-            index.insert(tasks::account_position(&task), ())?;
+    build(&tx)?;
+    tx.open_table(tables::META)?.insert(built, 1)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Every stored task in `TASKS_BY_ACCOUNT`.
+fn index_tasks_by_account(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let (tasks, mut index) = (tx.open_table(TASKS)?, tx.open_table(TASKS_BY_ACCOUNT)?);
+    if !tasks.is_empty()? {
+        tracing::info!(tasks = tasks.len()?, "indexing the stored tasks by account, once");
+    }
+    for row in tasks.iter()? {
+        let task: TaskRecord = decode(row?.1.value())?;
+        index.insert(tasks::account_position(&task), ())?;
+    }
+    Ok(())
+}
+
+/// Every pending delivery in `DELIVERIES_DUE`, taken out of `PENDING_DELIVERIES`.
+fn index_deliveries_due(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let mut pending = tx.open_table(tables::PENDING_DELIVERIES)?;
+    let (deliveries, mut due) = (tx.open_table(tables::DELIVERIES)?, tx.open_table(tables::DELIVERIES_DUE)?);
+    for row in pending.iter()? {
+        let (id, _) = row?;
+        if let Some(stored) = deliveries.get(id.value())? {
+            let delivery: crate::store::Delivery = decode(stored.value())?;
+            due.insert((delivery.next_attempt_ms, delivery.id.as_str()), ())?;
         }
     }
-    tx.open_table(tables::META)?.insert(tables::TASKS_BY_ACCOUNT_BUILT, 1)?;
-    tx.commit()?;
+    pending.retain(|_, ()| false)?;
     Ok(())
 }
 
@@ -133,7 +156,8 @@ impl Store {
         }
         // What the log held is in a durable checkpoint now; its files start empty.
         wal.start_over()?;
-        index_tasks_by_account(&db)?;
+        build_once(&db, tables::TASKS_BY_ACCOUNT_BUILT, index_tasks_by_account)?;
+        build_once(&db, tables::DELIVERIES_DUE_BUILT, index_deliveries_due)?;
         let (db, overlay) = (Arc::new(db), Arc::new(overlay::Overlay::new()));
         Ok(Store {
             writer: writer::Writer::start(db.clone(), overlay.clone(), wal, checkpoint_every)?,
@@ -692,5 +716,58 @@ mod tests {
         drop(db);
         let reopened = Store::open(live.path()).unwrap();
         assert_eq!(ids(reopened.list_tasks(&query(None, 100)).unwrap()), expected);
+    }
+
+    /// Due deliveries come by their next attempt's time, only the due ones, each once however often it was
+    /// rescheduled; a store that listed its pending deliveries the earlier way has them indexed when it next
+    /// opens.
+    #[test]
+    fn due_deliveries_come_in_time_order_and_from_before_the_index() {
+        use crate::store::{Delivery, DeliveryState};
+        let live = tempfile::tempdir().unwrap();
+        let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let delivery = |n: i64, next_attempt_ms: i64, state| Delivery {
+            id: format!("msg_{n:02}"),
+            account: "acme".into(),
+            task_id: format!("task-{n:02}"),
+            event: "task.success".into(),
+            url: "https://hooks.example/".into(),
+            created_ms: 0,
+            state,
+            next_attempt_ms,
+            attempts: Vec::new(),
+        };
+        for n in 0..20 {
+            // Rescheduled twice: only the last time counts.
+            for next in [5_000, 10_000 - n * 100] {
+                runtime.block_on(store.save_delivery(delivery(n, next, DeliveryState::Pending))).unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        runtime.block_on(store.save_delivery(delivery(19, 0, DeliveryState::Delivered))).unwrap();
+        let ids = |due: Vec<Delivery>| due.into_iter().map(|d| d.id).collect::<Vec<_>>();
+        let expected: Vec<String> = (10..19).rev().map(|n| format!("msg_{n:02}")).collect();
+        assert_eq!(ids(store.due_deliveries(9_000, 100).unwrap()), expected);
+        assert_eq!(ids(store.due_deliveries(9_000, 3).unwrap()), expected[..3]);
+        store.close().unwrap();
+        drop(store);
+
+        // As a store from before the index: its pending deliveries listed by id, the index and its mark gone.
+        let db = Database::create(live.path().join("mediagate.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.delete_table(tables::DELIVERIES_DUE).unwrap();
+        tx.open_table(tables::META).unwrap().remove(tables::DELIVERIES_DUE_BUILT).unwrap();
+        {
+            let mut pending = tx.open_table(tables::PENDING_DELIVERIES).unwrap();
+            for n in 0..19 {
+                pending.insert(format!("msg_{n:02}").as_str(), ()).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        drop(db);
+        let reopened = Store::open(live.path()).unwrap();
+        assert_eq!(ids(reopened.due_deliveries(9_000, 100).unwrap()), expected);
+        assert_eq!(reopened.due_deliveries(100_000, 100).unwrap().len(), 19);
     }
 }

@@ -14,7 +14,10 @@ pub(crate) const TASKS_BY_ACCOUNT: TableDefinition<(&str, i64, &str), ()> = Tabl
 pub(crate) const WEBHOOK_SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("webhook_settings");
 /// Deliveries of task ends to webhook endpoints, by id (time-ordered).
 pub(crate) const DELIVERIES: TableDefinition<&str, &[u8]> = TableDefinition::new("deliveries");
-/// Ids of the deliveries still pending.
+/// Pending deliveries by when each is next attempted (epoch ms), then id: the due ones are where it starts.
+pub(crate) const DELIVERIES_DUE: TableDefinition<(i64, &str), ()> = TableDefinition::new("deliveries_due");
+/// Ids of the deliveries pending, as stores kept them before `DELIVERIES_DUE`: read once, on the first open,
+/// to build it, and still named so their logs replay.
 pub(crate) const PENDING_DELIVERIES: TableDefinition<&str, ()> = TableDefinition::new("pending_deliveries");
 /// Tasks whose results wait to be copied, by id: when each is next tried (epoch ms).
 pub(crate) const PENDING_MIRRORS: TableDefinition<&str, i64> = TableDefinition::new("pending_mirrors");
@@ -39,6 +42,9 @@ pub(crate) const CHECKPOINT: &str = "wal_checkpoint";
 
 /// Set once `TASKS_BY_ACCOUNT` holds every task (stores from before it are indexed on first open).
 pub(crate) const TASKS_BY_ACCOUNT_BUILT: &str = "tasks_by_account_built";
+
+/// Set once `DELIVERIES_DUE` holds every pending delivery (built from `PENDING_DELIVERIES` on first open).
+pub(crate) const DELIVERIES_DUE_BUILT: &str = "deliveries_due_built";
 
 /// A table whatever its key and value types: what creating it and replaying a logged change need.
 pub(crate) trait AnyTable {
@@ -81,7 +87,7 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 14;
+pub(crate) const COUNT: usize = 15;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
@@ -99,6 +105,7 @@ pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
     &DELIVERIES,
     &PENDING_DELIVERIES,
     &PENDING_MIRRORS,
+    &DELIVERIES_DUE,
 ];
 
 /// The position in [`ALL`] of the table named `name`.

@@ -1,7 +1,7 @@
 //! Webhook settings and deliveries in the embedded store. A pending delivery is also listed in
-//! `PENDING_DELIVERIES`, so finding the due ones never scans the delivered.
+//! `DELIVERIES_DUE` by when it is next attempted, so finding the due ones reads only those.
 
-use super::tables::{DELIVERIES, PENDING_DELIVERIES, WEBHOOK_SETTINGS};
+use super::tables::{DELIVERIES, DELIVERIES_DUE, WEBHOOK_SETTINGS};
 use super::{Commit, Store, StoreError, TaskRecord, Tx, decode, encode};
 use crate::store::{Delivery, DeliveryFilter, DeliveryState, SettingsChange, WebhookSettings};
 
@@ -16,12 +16,18 @@ pub(super) fn enqueue(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
 }
 
 fn save(tx: &Tx, delivery: &Delivery) -> Result<(), StoreError> {
-    tx.open_table(DELIVERIES)?.insert(delivery.id.as_str(), encode(delivery)?.as_slice())?;
-    let mut pending = tx.open_table(PENDING_DELIVERIES)?;
-    match delivery.state {
-        DeliveryState::Pending => pending.insert(delivery.id.as_str(), ()),
-        _ => pending.remove(delivery.id.as_str()),
+    let id = delivery.id.as_str();
+    let mut deliveries = tx.open_table(DELIVERIES)?;
+    let before: Option<Delivery> = deliveries.get(id)?.map(|v| decode(v.value())).transpose()?;
+    deliveries.insert(id, encode(delivery)?.as_slice())?;
+    let mut due = tx.open_table(DELIVERIES_DUE)?;
+    if let Some(before) = before.filter(|before| before.state == DeliveryState::Pending) {
+        due.remove((before.next_attempt_ms, id))?;
     }
+    if delivery.state == DeliveryState::Pending {
+        due.insert((delivery.next_attempt_ms, id), ())?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -51,19 +57,18 @@ impl Store {
     /// Pending deliveries due by `now_ms`, oldest due first (one process attempts them all: no lease).
     pub fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
         let view = self.view()?;
-        let (pending, deliveries) = (view.open_table(PENDING_DELIVERIES)?, view.open_table(DELIVERIES)?);
+        let (by_time, deliveries) = (view.open_table(DELIVERIES_DUE)?, view.open_table(DELIVERIES)?);
         let mut due = Vec::new();
-        for row in pending.iter()? {
-            let (id, _) = row?;
-            if let Some(stored) = deliveries.get(id.value())? {
-                let delivery: Delivery = decode(stored.value())?;
-                if delivery.next_attempt_ms <= now_ms {
-                    due.push(delivery);
-                }
+        for row in by_time.iter()? {
+            let (key, _) = row?;
+            let (next_attempt_ms, id) = key.value();
+            if next_attempt_ms > now_ms || due.len() == limit {
+                break;
+            }
+            if let Some(stored) = deliveries.get(id)? {
+                due.push(decode(stored.value())?);
             }
         }
-        due.sort_by_key(|d| d.next_attempt_ms);
-        due.truncate(limit);
         Ok(due)
     }
 
