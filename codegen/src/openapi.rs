@@ -15,6 +15,7 @@ pub fn openapi(spec: &Spec) -> Value {
         schemas.insert(model.id.value.clone(), schema);
     }
     schemas.extend(response_schemas());
+    schemas.extend(webhook_schemas());
     let mut paths = Map::new();
     for endpoint in &spec.endpoints.endpoints {
         let refs: Vec<Value> = spec
@@ -46,7 +47,6 @@ pub fn openapi(spec: &Spec) -> Value {
             }}),
         );
     }
-    let query = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema});
     paths.insert("/v1/tasks".into(), json!({"get": {
         "operationId": "list_tasks", "summary": "List the caller's tasks, newest first, a page at a time.",
         "parameters": [
@@ -112,21 +112,99 @@ pub fn openapi(spec: &Spec) -> Value {
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
         "responses": {"200": {"description": "The schema.", "content": {"application/schema+json": {}}}, "default": error_response()},
     }}));
+    paths.extend(admin_webhook_paths());
     json!({
         "openapi": "3.1.0",
         "info": {"title": "mediagate", "version": env!("CARGO_PKG_VERSION"), "description": "Video and image generation and editing behind one gateway."},
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": [{"bearer": []}, {"apiKey": []}, {"altApiKey": []}],
+        "tags": [{"name": "admin", "description": "The back office's webhook routes under `/admin/v1` (the README lists the rest), authenticated by the admin token."}],
         "paths": paths,
+        "webhooks": {"taskEnded": task_ended()},
         "components": {
             "schemas": schemas,
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
                 "altApiKey": {"type": "apiKey", "in": "header", "name": "x-alt-api-key"},
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "The admin token the gateway was started with (`MEDIAGATE_ADMIN_TOKEN`)."},
             },
         },
     })
+}
+
+/// What the gateway POSTs to a task's `callback_url` (else its account's endpoint) when the task ends: a
+/// Standard Webhooks delivery, so the receiver's side of the exchange is described here, not a route.
+fn task_ended() -> Value {
+    let header = |name: &str, description: &str, schema: Value| json!({"name": name, "in": "header", "required": true, "description": description, "schema": schema});
+    json!({"post": {
+        "operationId": "task_ended",
+        "summary": "A task ended: sent at least once, signed with the account's webhook secrets.",
+        // The delivery carries its signature, not a key of the receiver's.
+        "security": [],
+        "parameters": [
+            header("webhook-id", "The message id, the same on every retry of a delivery: drop duplicates by it.", json!({"type": "string", "pattern": "^msg_"})),
+            header("webhook-timestamp", "When this attempt was sent, Unix seconds.", json!({"type": "integer"})),
+            header("webhook-signature", "`v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per secret not retired, space-separated.", json!({"type": "string"})),
+        ],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TaskEvent"}}}},
+        "responses": {
+            "2XX": {"description": "Acknowledged: the delivery is done."},
+            "410": {"description": "Gone: the endpoint is disabled, and nothing more is sent to it until it is set again."},
+            "default": {"description": "Anything else, or no answer within 15 s, is retried on the `webhooks.retry_delays_ms` schedule (by default after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h); after the last retry the delivery has failed."},
+        },
+    }})
+}
+
+/// The admin API's webhook routes: an account's secret and default endpoint, and the deliveries.
+fn admin_webhook_paths() -> Map<String, Value> {
+    let admin = |mut operation: Value| {
+        operation["tags"] = json!(["admin"]);
+        operation["security"] = json!([{"adminToken": []}]);
+        operation["responses"]["default"] = error_response();
+        operation
+    };
+    let ok = |description: &str, schema: &str| json!({"200": {"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}}});
+    let account = json!({"name": "account", "in": "path", "required": true, "schema": {"type": "string"}});
+    let mut paths = Map::new();
+    paths.insert("/admin/v1/accounts/{account}/webhook-secret".into(), json!({"post": admin(json!({
+        "operationId": "admin_rotate_webhook_secret",
+        "summary": "Give the account a new webhook secret, shown once; the one it replaces signs too until it retires.",
+        "parameters": [account],
+        "responses": ok("The new secret.", "WebhookSecret"),
+    }))}));
+    paths.insert("/admin/v1/accounts/{account}/webhook-endpoint".into(), json!({"post": admin(json!({
+        "operationId": "admin_set_webhook_endpoint",
+        "summary": "Set where the ends of the account's tasks without a `callback_url` go (the account needs a webhook secret).",
+        "parameters": [account],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false,
+            "properties": {"url": {"type": ["string", "null"], "description": "http or https, not a private, loopback or link-local address; `null` for nowhere. Setting a disabled endpoint again enables it."}},
+        }}}},
+        "responses": ok("The account's endpoint now.", "WebhookEndpoint"),
+    }))}));
+    paths.insert("/admin/v1/webhooks/deliveries".into(), json!({"get": admin(json!({
+        "operationId": "admin_list_webhook_deliveries",
+        "summary": "List deliveries, newest first, with every attempt.",
+        "parameters": [
+            query("account", "Only this account's deliveries.", json!({"type": "string"})),
+            query("task_id", "Only this task's deliveries.", json!({"type": "string"})),
+            query("state", "Only deliveries in this state.", json!({"$ref": "#/components/schemas/DeliveryState"})),
+            query("limit", "Deliveries at most.", json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})),
+        ],
+        "responses": ok("Deliveries.", "DeliveryList"),
+    }))}));
+    paths.insert("/admin/v1/webhooks/deliveries/{id}/replay".into(), json!({"post": admin(json!({
+        "operationId": "admin_replay_webhook_delivery",
+        "summary": "Send a delivery again now, whatever became of it, with the same `webhook-id` (its attempts are kept).",
+        "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": ok("The delivery, pending again.", "Delivery"),
+    }))}));
+    paths
+}
+
+fn query(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
 }
 
 fn task_id_param() -> Value {
@@ -204,6 +282,65 @@ fn response_schemas() -> Map<String, Value> {
             "properties": {"error": {"type": "object", "required": ["message", "type", "code"], "properties": {
                 "message": {"type": "string"}, "type": {"type": "string"}, "code": {"type": "string"},
                 "param": {"type": ["string", "null"]}, "request_id": {"type": "string"}}}},
+        }),
+    );
+    m
+}
+
+fn webhook_schemas() -> Map<String, Value> {
+    let event = json!({"type": "string", "enum": ["task.success", "task.failed", "task.timeout", "task.cancelled"]});
+    let mut m = Map::new();
+    m.insert("TaskEvent".into(), json!({
+        "type": "object", "required": ["type", "timestamp", "data"],
+        "properties": {
+            "type": event,
+            "timestamp": {"type": "string", "format": "date-time", "description": "When this attempt was sent: RFC 3339 in UTC, with milliseconds."},
+            "data": {"$ref": "#/components/schemas/Task", "description": "The task as `GET /v1/tasks/{task_id}` answers it when this attempt is sent."},
+        },
+    }));
+    m.insert("WebhookSecret".into(), json!({
+        "type": "object", "required": ["account", "secret", "note", "old_secrets_retire_at_ms"],
+        "properties": {
+            "account": {"type": "string"},
+            "secret": {"type": "string", "pattern": "^whsec_", "description": "Shown once."},
+            "note": {"type": "string"},
+            "old_secrets_retire_at_ms": {"type": "array", "items": {"type": "integer"}, "description": "When each secret it replaces stops signing, epoch milliseconds."},
+        },
+    }));
+    m.insert(
+        "WebhookEndpoint".into(),
+        json!({
+            "type": "object", "required": ["account", "endpoint"],
+            "properties": {"account": {"type": "string"}, "endpoint": {"type": ["string", "null"]}},
+        }),
+    );
+    m.insert("DeliveryState".into(), json!({
+        "type": "string", "enum": ["pending", "delivered", "failed", "disabled"],
+        "description": "`pending`: waiting for its next attempt; `delivered`: an attempt got a 2xx; `failed`: every attempt of the schedule failed; `disabled`: its endpoint answered 410.",
+    }));
+    m.insert("Delivery".into(), json!({
+        "type": "object", "required": ["id", "account", "task_id", "event", "url", "created_ms", "state", "next_attempt_ms", "attempts"],
+        "properties": {
+            "id": {"type": "string", "description": "`msg_…`: the `webhook-id` of every attempt."},
+            "account": {"type": "string"}, "task_id": {"type": "string"}, "event": event, "url": {"type": "string"},
+            "created_ms": {"type": "integer"},
+            "state": {"$ref": "#/components/schemas/DeliveryState"},
+            "next_attempt_ms": {"type": "integer", "description": "When a pending delivery is next attempted, epoch milliseconds."},
+            "attempts": {"type": "array", "items": {
+                "type": "object", "required": ["at_ms", "status", "error"],
+                "properties": {
+                    "at_ms": {"type": "integer"},
+                    "status": {"type": ["integer", "null"], "description": "The endpoint's HTTP status, if it answered."},
+                    "error": {"type": ["string", "null"], "description": "Why the attempt failed, if it did."},
+                },
+            }},
+        },
+    }));
+    m.insert(
+        "DeliveryList".into(),
+        json!({
+            "type": "object", "required": ["deliveries"],
+            "properties": {"deliveries": {"type": "array", "items": {"$ref": "#/components/schemas/Delivery"}}},
         }),
     );
     m
