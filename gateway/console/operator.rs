@@ -231,7 +231,7 @@ fn notice(done: &str) -> Option<&'static str> {
         "top-up" => "Topped up.",
         "free-trial" => "Free trial granted.",
         "plan" => "Plan set.",
-        "opened" => "Account opened, with its webhook secret. It is shown once: store it now.",
+        "opened" => "Account opened.",
         "key" => "Key created. It is shown once: store it now.",
         "webhook-secret" => "Webhook secret rotated. It is shown once: store it now.",
         "webhook-endpoint" => "Default webhook endpoint set.",

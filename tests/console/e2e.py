@@ -42,6 +42,8 @@ def main():
         operator.get_by_label("New account").fill("e2e-studio")
         operator.get_by_role("button", name="Create account").click()
         expect(operator.locator("[data-account]")).to_have_text("e2e-studio")
+        # A new account comes with its webhook secret, shown once.
+        assert operator.locator("#shown-once").inner_text().strip().startswith("whsec_")
         operator.get_by_label("Top up (money)").fill("100")
         operator.get_by_role("button", name="Top up").click()
         expect(operator.locator('[data-pot="balance"]')).to_have_text("100.00")
