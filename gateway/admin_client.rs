@@ -186,29 +186,37 @@ impl Answer {
     }
 }
 
+/// A query string of the parameters given a value, each encoded.
+fn query(parameters: &[(&str, Option<String>)]) -> Result<String, String> {
+    let given: Vec<(&str, &str)> =
+        parameters.iter().filter_map(|(name, value)| Some((*name, value.as_deref()?))).collect();
+    serde_urlencoded::to_string(given).map_err(|e| e.to_string())
+}
+
 /// Runs one admin command against `url` with `token`; `ca_file` is trusted besides the system's roots.
 pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand) -> Result<Answer, String> {
     let base = format!("{}/admin/v1", url.trim_end_matches('/'));
     // A body means POST, none means GET.
+    let at = crate::http::path_segment;
     let (path, body): (String, Option<Value>) = match command {
         AdminCommand::Account { command } => match command {
             AccountCommand::Create { name } => ("/accounts".into(), Some(json!({"name": name}))),
-            AccountCommand::Show { name } => (format!("/accounts/{name}"), None),
+            AccountCommand::Show { name } => (format!("/accounts/{}", at(&name)), None),
             AccountCommand::TopUp { name, amount } => {
-                (format!("/accounts/{name}/top-up"), Some(json!({"amount": amount})))
+                (format!("/accounts/{}/top-up", at(&name)), Some(json!({"amount": amount})))
             }
             AccountCommand::Plan { name, plan, allowance } => {
-                (format!("/accounts/{name}/plan"), Some(json!({"name": plan, "allowance": allowance})))
+                (format!("/accounts/{}/plan", at(&name)), Some(json!({"name": plan, "allowance": allowance})))
             }
             AccountCommand::GrantTrial { name, amount } => {
-                (format!("/accounts/{name}/free-trial"), Some(json!({"amount": amount})))
+                (format!("/accounts/{}/free-trial", at(&name)), Some(json!({"amount": amount})))
             }
         },
         AdminCommand::Key { command } => match command {
-            KeyCommand::Create { account } => (format!("/accounts/{account}/keys"), Some(json!({}))),
-            KeyCommand::List { account } => (format!("/accounts/{account}/keys"), None),
+            KeyCommand::Create { account } => (format!("/accounts/{}/keys", at(&account)), Some(json!({}))),
+            KeyCommand::List { account } => (format!("/accounts/{}/keys", at(&account)), None),
             KeyCommand::Revoke { account, prefix } => {
-                (format!("/accounts/{account}/keys/{prefix}/revoke"), Some(json!({})))
+                (format!("/accounts/{}/keys/{}/revoke", at(&account), at(&prefix)), Some(json!({})))
             }
         },
         AdminCommand::Usage { account, model, since, until, format } => {
@@ -216,34 +224,35 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
                 UsageFormat::Jsonl => "jsonl",
                 UsageFormat::Csv => "csv",
             };
-            let mut query = vec![format!("format={format}")];
-            query.extend(account.map(|a| format!("account={a}")));
-            query.extend(model.map(|m| format!("model={m}")));
-            query.extend(since.map(|s| format!("since={s}")));
-            query.extend(until.map(|u| format!("until={u}")));
-            (format!("/usage?{}", query.join("&")), None)
+            let query = query(&[
+                ("format", Some(format.to_string())),
+                ("account", account),
+                ("model", model),
+                ("since", since.map(|s| s.to_string())),
+                ("until", until.map(|u| u.to_string())),
+            ])?;
+            (format!("/usage?{query}"), None)
         }
-        AdminCommand::Task { task_id } => (format!("/tasks/{task_id}"), None),
+        AdminCommand::Task { task_id } => (format!("/tasks/{}", at(&task_id)), None),
         AdminCommand::Model { command } => match command {
             ModelCommand::List => ("/models".into(), None),
-            ModelCommand::Enable { model } => (format!("/models/{model}/enable"), Some(json!({}))),
-            ModelCommand::Disable { model } => (format!("/models/{model}/disable"), Some(json!({}))),
+            ModelCommand::Enable { model } => (format!("/models/{}/enable", at(&model)), Some(json!({}))),
+            ModelCommand::Disable { model } => (format!("/models/{}/disable", at(&model)), Some(json!({}))),
         },
         AdminCommand::VerifyLedger => ("/ledger/verify".into(), None),
         AdminCommand::Webhook { command } => match command {
-            WebhookCommand::Rotate { account } => (format!("/accounts/{account}/webhook-secret"), Some(json!({}))),
+            WebhookCommand::Rotate { account } => {
+                (format!("/accounts/{}/webhook-secret", at(&account)), Some(json!({})))
+            }
             WebhookCommand::Endpoint { account, url } => {
-                (format!("/accounts/{account}/webhook-endpoint"), Some(json!({"url": url})))
+                (format!("/accounts/{}/webhook-endpoint", at(&account)), Some(json!({"url": url})))
             }
             WebhookCommand::Deliveries { account, task_id, state, limit } => {
-                let mut query = Vec::new();
-                query.extend(account.map(|a| format!("account={a}")));
-                query.extend(task_id.map(|t| format!("task_id={t}")));
-                query.extend(state.map(|s| format!("state={s}")));
-                query.extend(limit.map(|l| format!("limit={l}")));
-                (format!("/webhooks/deliveries?{}", query.join("&")), None)
+                let limit = limit.map(|l| l.to_string());
+                let query = query(&[("account", account), ("task_id", task_id), ("state", state), ("limit", limit)])?;
+                (format!("/webhooks/deliveries?{query}"), None)
             }
-            WebhookCommand::Replay { id } => (format!("/webhooks/deliveries/{id}/replay"), Some(json!({}))),
+            WebhookCommand::Replay { id } => (format!("/webhooks/deliveries/{}/replay", at(&id)), Some(json!({}))),
         },
     };
     let agent = agent(url, ca_file)?;

@@ -108,3 +108,42 @@ fn the_demo_keeps_its_banner_in_view_unless_asked_for_every_request() {
     let banner = quiet.process.stdout.lock().unwrap().join("\n");
     assert!(banner.contains(KEY) && banner.contains("curl"), "{banner}");
 }
+
+/// The webhook commands, for an account whose name needs escaping in a URL: opened with a secret, rotated,
+/// given an endpoint; its deliveries listed and one replayed.
+#[test]
+fn webhook_commands_work_for_any_account_name() {
+    let demo = Demo::start();
+    let admin = |args: &[&str]| {
+        let mut all = vec!["admin", "--url", &demo.base];
+        all.extend_from_slice(args);
+        let output = mediagate(&all).env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let name = "studio #1/b&c";
+    let opened = admin(&["account", "create", name]);
+    assert!(opened["webhook_secret"].as_str().unwrap().starts_with("whsec_"), "{opened}");
+    let rotated = admin(&["webhook", "rotate", name]);
+    assert!(rotated["secret"].as_str().unwrap().starts_with("whsec_"), "{rotated}");
+    let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hooks", receiver.local_addr().unwrap());
+    assert_eq!(admin(&["webhook", "endpoint", name, &url])["endpoint"], url.as_str());
+    admin(&["account", "top-up", name, "100000000"]);
+    let key = admin(&["key", "create", name])["key"].as_str().unwrap().to_string();
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
+    let task_id = demo.post_as(&key, "/v1/videos/generations", &body).json["task_id"].as_str().unwrap().to_string();
+    demo.wait_terminal_as(&key, &task_id, Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let delivery = loop {
+        let listed = admin(&["webhook", "deliveries", "--account", name, "--task-id", &task_id]);
+        if let Some(delivery) = listed["deliveries"].get(0) {
+            break delivery.clone();
+        }
+        assert!(Instant::now() < deadline, "no delivery listed: {listed}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((delivery["account"].as_str(), delivery["url"].as_str()), (Some(name), Some(url.as_str())));
+    let replayed = admin(&["webhook", "replay", delivery["id"].as_str().unwrap()]);
+    assert_eq!(replayed["id"], delivery["id"]);
+}

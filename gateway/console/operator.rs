@@ -19,9 +19,6 @@ use askama::Template;
 use serde::Deserialize;
 
 const NAV: &[(&str, &str)] = super::OPERATOR_NAV;
-/// What a path segment escapes: every character but the unreserved ones (RFC 3986).
-const PATH_SEGMENT: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
 /// Tasks an account's page lists.
 const RECENT_TASKS: usize = 20;
 /// The flash cookie carrying a new key or webhook secret (`key.…`, `webhook-secret.…`) to the one page
@@ -205,7 +202,7 @@ fn shown_once(state: &AppState, mut response: actix_web::HttpResponse, shown: St
 }
 
 fn account_path(name: &str) -> String {
-    format!("/console/accounts/{}", percent_encoding::utf8_percent_encode(name, PATH_SEGMENT))
+    format!("/console/accounts/{}", crate::http::path_segment(name))
 }
 
 #[derive(Template)]

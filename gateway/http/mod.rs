@@ -137,6 +137,13 @@ pub fn mount(cfg: &mut web::ServiceConfig, path: &str, routes: Vec<(&'static str
     cfg.service(resource.default_service(web::to(move |req: HttpRequest| method_not_allowed(req, allow.clone()))));
 }
 
+/// `text` as one URL path segment: every character but the unreserved ones (RFC 3986) percent-encoded.
+pub fn path_segment(text: &str) -> String {
+    const ESCAPED: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    percent_encoding::utf8_percent_encode(text, ESCAPED).to_string()
+}
+
 /// A known path asked with the wrong method: 405 in the envelope, with `Allow`.
 async fn method_not_allowed(req: HttpRequest, allow: std::sync::Arc<str>) -> actix_web::HttpResponse {
     use actix_web::ResponseError;

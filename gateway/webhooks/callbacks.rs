@@ -30,8 +30,13 @@ pub async fn check(url: &str, allow_private: bool) -> Result<(), Refused> {
     }
 }
 
+/// Longest a submission waits for its endpoint's host to resolve.
+const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn resolve(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
-    Ok(tokio::net::lookup_host((host, port)).await?.collect())
+    let resolved = tokio::time::timeout(RESOLVE_WITHIN, tokio::net::lookup_host((host, port))).await;
+    let resolved = resolved.map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 5 s"))?;
+    Ok(resolved?.collect())
 }
 
 /// The first of `addresses` that is not a public internet address.
