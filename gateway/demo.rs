@@ -123,7 +123,7 @@ async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, 
 async fn demo_webhook_secret(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
     let (new, now) = (crate::webhooks::signing::new_secret(), crate::clock::now_ms());
     let settings = store
-        .change_webhook_settings(DEMO_ACCOUNT, Box::new(move |s| _ = s.adopt_first(new, now)))
+        .change_webhook_settings(DEMO_ACCOUNT, Box::new(move |s| s.adopt_first(new, now)))
         .await
         .map_err(|e| e.to_string())?;
     let secret = settings.secrets.first().map(|s| s.secret.clone()).unwrap_or_default();

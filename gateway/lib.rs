@@ -12,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod demo;
 pub mod error;
+pub mod failpoint;
 pub mod http;
 pub mod limits;
 pub mod metrics;

@@ -322,7 +322,7 @@ fn settlement_happens_once_across_a_crash_between_answer_and_write() {
     let mut demo = Demo::start_with(tmp.path(), &listen, 0.05, "", &[("MEDIAGATE_FAILPOINT", "before-settle")]);
     let reply = demo.post("/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "fox"}));
     let id = reply.json["task_id"].as_str().unwrap().to_string();
-    // The poller sees SUCCEEDED and the process aborts before writing it.
+    // The poller sees SUCCEEDED and the process is killed (SIGKILL) before writing it.
     std::thread::sleep(Duration::from_secs(3));
     demo.kill();
     let demo = Demo::start_in(tmp.path(), &listen, 0.05);

@@ -110,7 +110,7 @@ fn the_demo_keeps_its_banner_in_view_unless_asked_for_every_request() {
 }
 
 /// The webhook commands, for an account whose name needs escaping in a URL: opened with a secret, rotated,
-/// given an endpoint; its deliveries listed and one replayed.
+/// given an endpoint; its deliveries listed (an attempt that got no answer in 15 s failed) and one replayed.
 #[test]
 fn webhook_commands_work_for_any_account_name() {
     let demo = Demo::start();
@@ -134,7 +134,8 @@ fn webhook_commands_work_for_any_account_name() {
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
     let task_id = demo.post_as(&key, "/v1/videos/generations", &body).json["task_id"].as_str().unwrap().to_string();
     demo.wait_terminal_as(&key, &task_id, Duration::from_secs(30));
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let ended = Instant::now();
+    let deadline = ended + Duration::from_secs(60);
     let delivery = loop {
         let listed = admin(&["webhook", "deliveries", "--account", name, "--task-id", &task_id]);
         if let Some(delivery) = listed["deliveries"].get(0) {
@@ -144,6 +145,19 @@ fn webhook_commands_work_for_any_account_name() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!((delivery["account"].as_str(), delivery["url"].as_str()), (Some(name), Some(url.as_str())));
+    // The receiver takes the connection and never answers: the attempt fails once its 15 s are up.
+    let attempted = loop {
+        let listed = admin(&["webhook", "deliveries", "--task-id", &task_id]);
+        if let Some(attempt) = listed["deliveries"][0]["attempts"].get(0) {
+            break attempt.clone();
+        }
+        assert!(Instant::now() < deadline, "never attempted: {listed}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(attempted["status"].is_null() && attempted["error"].as_str().is_some_and(|e| !e.is_empty()), "{attempted}");
+    assert!(ended.elapsed() >= Duration::from_secs(14), "failed before its 15 s: {attempted}");
     let replayed = admin(&["webhook", "replay", delivery["id"].as_str().unwrap()]);
     assert_eq!(replayed["id"], delivery["id"]);
+    assert_eq!(replayed["state"], "pending");
+    drop(receiver);
 }

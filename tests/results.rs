@@ -186,10 +186,14 @@ fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
     let body = json!({"model": T2V, "prompt": "a fox", "duration": 2});
     let task_id = crashing.post_as(&key, "/v1/videos/generations", &body).json["task_id"].as_str().unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while crashing.process.child.try_wait().unwrap().is_none() {
+    let killed = loop {
+        if let Some(status) = crashing.process.child.try_wait().unwrap() {
+            break status;
+        }
         assert!(Instant::now() < deadline, "the failpoint never fired");
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed), Some(9), "SIGKILL: {killed:?}");
     crashing.kill();
     let demo = restart_with(&data_dir, "results: {mirror: false}");
     let task = wait_mirror(&demo, &key, &task_id, "mirrored");

@@ -251,10 +251,14 @@ fn a_delivery_queued_before_a_sigkill_is_sent_after_the_restart() {
     let task_id = submit(&demo, &key, "a fox", &receiver.url);
     // The task ends, its delivery is queued in the same write, and the process dies as it is about to send.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while demo.process.child.try_wait().unwrap().is_none() {
+    let killed = loop {
+        if let Some(status) = demo.process.child.try_wait().unwrap() {
+            break status;
+        }
         assert!(Instant::now() < deadline, "the failpoint never fired");
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed), Some(9), "SIGKILL: {killed:?}");
     assert!(receiver.received.lock().unwrap().is_empty());
     demo.kill();
     let demo = Demo::start_with(tmp.path(), &listen, 0.05, FAST_RETRIES, &[]);

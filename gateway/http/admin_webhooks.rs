@@ -57,7 +57,7 @@ pub async fn first_secret(state: &AppState, account: &str) -> Result<Option<Stri
     let (now, new) = (now_ms(), secret.clone());
     let settings = state
         .store
-        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| _ = s.adopt_first(new, now)))
+        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.adopt_first(new, now)))
         .await?;
     Ok(settings.secrets.iter().any(|s| s.secret == secret).then_some(secret))
 }

@@ -1,5 +1,5 @@
-//! Where result copies live: an object store (`object_store`), a local directory (under the data dir
-//! unless `results.dir` names another) unless S3 is configured. An object's path starts with the day its copy expires
+//! Where result copies live: an object store (`object_store`), a local directory (`results.dir`, else under
+//! the data dir) unless S3 is configured. An object's path starts with the day its copy expires
 //! (`{prefix}/{YYYY-MM-DD}/{task_id}/{index}`), so the sweeper deletes whole expired days and never needs an
 //! index of what expires when.
 

@@ -144,7 +144,9 @@ async fn renew(state: web::Data<AppState>, under_way: Rc<RefCell<HashSet<String>
 async fn attempt(state: &AppState, task: TaskRecord) {
     // Queued only with its mirroring pending, and taken off the queue in the write that settles it.
     let Some(mut mirror) = task.mirror.clone().filter(|m| m.state == MirrorState::Pending) else { return };
-    failpoint_before_mirror();
+    // A copy about to be made, after the write that ended its task: the crash window a queued copy must
+    // survive (tested).
+    crate::failpoint::reached("before-mirror");
     mirror.attempts = mirror.attempts.saturating_add(1);
     let mut results = task.results.clone();
     let retry_ms = match copy_all(state, &task, &mirror).await {
@@ -219,13 +221,5 @@ async fn sweep(state: web::Data<AppState>) {
             Err(e) => tracing::warn!(error = %e, "could not delete expired result copies"),
         }
         actix_web::rt::time::sleep(SWEEP_EVERY).await;
-    }
-}
-
-/// `MEDIAGATE_FAILPOINT=before-mirror` aborts the process as a copy is about to be made, after the write
-/// that ended its task: the crash window a queued copy must survive (tested).
-fn failpoint_before_mirror() {
-    if std::env::var("MEDIAGATE_FAILPOINT").is_ok_and(|f| f == "before-mirror") {
-        std::process::abort();
     }
 }

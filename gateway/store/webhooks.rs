@@ -35,13 +35,11 @@ impl WebhookSettings {
         self.secrets.iter().filter(move |s| s.retires_ms.is_none_or(|at| at > now_ms)).map(|s| s.secret.as_str())
     }
 
-    /// Makes `secret` the account's first if it has none; whether it did.
-    pub fn adopt_first(&mut self, secret: String, now_ms: i64) -> bool {
-        let first = self.secrets.is_empty();
-        if first {
+    /// Makes `secret` the account's first, if it has none.
+    pub fn adopt_first(&mut self, secret: String, now_ms: i64) {
+        if self.secrets.is_empty() {
             self.secrets.push(WebhookSecret { secret, created_ms: now_ms, retires_ms: None });
         }
-        first
     }
 
     /// Makes `secret` the newest; the one it replaces keeps signing until `retire_ms`, and retired ones go.

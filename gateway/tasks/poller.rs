@@ -953,11 +953,10 @@ async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::Unb
     let _ = reports.send(report);
 }
 
-/// `MEDIAGATE_FAILPOINT=before-settle` aborts the process after the upstream reported a terminal state and
-/// before the store records it: the crash window that exactly-once settlement must survive (tested).
+/// Failpoint `before-settle`: after the upstream reported a terminal state and before the store records it,
+/// the crash window that exactly-once settlement must survive (tested).
 fn failpoint_before_settle(observed: &Observed) {
-    let terminal = !matches!(observed, Observed::Pending | Observed::Running);
-    if terminal && std::env::var("MEDIAGATE_FAILPOINT").is_ok_and(|f| f == "before-settle") {
-        std::process::abort();
+    if !matches!(observed, Observed::Pending | Observed::Running) {
+        crate::failpoint::reached("before-settle");
     }
 }

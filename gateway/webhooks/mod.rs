@@ -72,7 +72,9 @@ fn client(allow_private: bool) -> awc::Client {
 
 /// One attempt: sends the delivery, then writes down what came of it; whether that was written.
 async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery) -> bool {
-    failpoint_before_delivery();
+    // A delivery about to be sent, after the write that ended its task: the crash window a queued delivery
+    // must survive (tested).
+    crate::failpoint::reached("before-delivery");
     let at_ms = now_ms();
     let answer = send(state, client, &delivery, at_ms).await;
     let status = answer.as_ref().ok().copied();
@@ -156,12 +158,4 @@ async fn send(state: &AppState, client: &awc::Client, delivery: &Delivery, at_ms
         .await
         .map_err(|e| format!("no answer: {e}"))?;
     Ok(response.status().as_u16())
-}
-
-/// `MEDIAGATE_FAILPOINT=before-delivery` aborts the process as a delivery is about to be sent, after the
-/// write that ended its task: the crash window a queued delivery must survive (tested).
-fn failpoint_before_delivery() {
-    if std::env::var("MEDIAGATE_FAILPOINT").is_ok_and(|f| f == "before-delivery") {
-        std::process::abort();
-    }
 }
