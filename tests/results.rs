@@ -306,13 +306,14 @@ fn results_are_copied_into_s3_compatible_storage() {
     std::fs::create_dir_all(root.join("results-bucket")).unwrap();
     let address = free_port();
     let (host, port) = address.split_once(':').unwrap();
-    let mut server = std::process::Command::new(s3s_fs())
+    let server = std::process::Command::new(s3s_fs())
         .args(["--host", host, "--port", port, "--access-key", "AKTEST", "--secret-key", "SKTEST"])
         .arg(&root)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let server = KilledOnDrop(server);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(&address).is_err() {
         assert!(Instant::now() < deadline, "s3s-fs did not start");
@@ -359,8 +360,29 @@ fn results_are_copied_into_s3_compatible_storage() {
         assert_eq!((ranged.status, &ranged.bytes[..]), (206, &direct.bytes[4..12]));
     }
     drop(demo);
-    let _ = server.kill();
-    let _ = server.wait();
+
+    // The storage down: a download is 503 storage_unavailable, worth retrying, not a 410 saying it is gone.
+    drop(server);
+    let simulator = common::simulator("0.05", &[]);
+    let demo = gateway(&data_dir, &simulator, &s3(0), &env);
+    let down = fetch(&served_at(&demo, tasks[0]["results"][0]["url"].as_str().unwrap()), &[]);
+    assert_eq!(
+        (down.status, down.json["error"]["code"].as_str()),
+        (503, Some("storage_unavailable")),
+        "{:?}",
+        down.json
+    );
+    assert!(!down.json["error"]["message"].as_str().unwrap().contains(&address), "the storage's address stays inside");
+}
+
+/// A child process killed (and waited for) when the test ends, also when it fails.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
