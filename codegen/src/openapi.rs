@@ -319,7 +319,7 @@ fn webhook_schemas() -> Map<String, Value> {
         "description": "`pending`: waiting for its next attempt; `delivered`: an attempt got a 2xx; `failed`: every attempt of the schedule failed; `disabled`: its endpoint answered 410.",
     }));
     m.insert("Delivery".into(), json!({
-        "type": "object", "required": ["id", "account", "task_id", "event", "url", "created_ms", "state", "next_attempt_ms", "attempts"],
+        "type": "object", "required": ["id", "account", "task_id", "event", "url", "created_ms", "state", "next_attempt_ms", "attempts", "replays"],
         "properties": {
             "id": {"type": "string", "description": "`msg_…`: the `webhook-id` of every attempt."},
             "account": {"type": "string"}, "task_id": {"type": "string"}, "event": event, "url": {"type": "string"},
@@ -334,6 +334,7 @@ fn webhook_schemas() -> Map<String, Value> {
                     "error": {"type": ["string", "null"], "description": "Why the attempt failed, if it did."},
                 },
             }},
+            "replays": {"type": "integer", "description": "How often an operator asked for it to be sent again."},
         },
     }));
     m.insert(

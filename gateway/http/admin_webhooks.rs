@@ -148,13 +148,9 @@ async fn replay(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> 
 
 /// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
 pub async fn replay_delivery(state: &AppState, id: &str) -> Result<Delivery, ApiError> {
-    let mut delivery = state
+    state
         .store
-        .delivery(id)
+        .replay_delivery(id, now_ms())
         .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::not_found, format!("No delivery `{id}`.")).with_param("id"))?;
-    delivery.state = DeliveryState::Pending;
-    delivery.next_attempt_ms = now_ms();
-    state.store.save_delivery(delivery.clone()).await?;
-    Ok(delivery)
+        .ok_or_else(|| ApiError::new(ErrorCode::not_found, format!("No delivery `{id}`.")).with_param("id"))
 }

@@ -186,8 +186,12 @@ pub trait Storage: Send + Sync {
     /// Pending deliveries due by `now_ms`, oldest due first, at most `limit`; where processes share the
     /// store, each is leased to this one for a while, so that one process attempts it at a time.
     async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError>;
-    /// Writes a delivery as it stands now (after an attempt, or replayed).
-    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError>;
+    /// Writes what an attempt made of a delivery, a replay asked for meanwhile standing
+    /// ([`Delivery::after_attempt`]); where processes share the store, this process's lease on it ends.
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError>;
+    /// Makes a delivery due now whatever became of it ([`Delivery::replay`]); `None` if there is none. An
+    /// attempt under way goes on (and keeps its lease); the replay is sent after it.
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError>;
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
     /// The deliveries `filter` keeps, newest first.
     async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError>;

@@ -109,6 +109,9 @@ pub struct Delivery {
     pub next_attempt_ms: i64,
     #[serde(default)]
     pub attempts: Vec<Attempt>,
+    /// How often an operator asked for it to be sent again.
+    #[serde(default)]
+    pub replays: u32,
 }
 
 impl Delivery {
@@ -130,7 +133,30 @@ impl Delivery {
             state: if disabled { DeliveryState::Disabled } else { DeliveryState::Pending },
             next_attempt_ms: now_ms,
             attempts: Vec::new(),
+            replays: 0,
         })
+    }
+
+    /// Due again now, whatever became of it (its attempts are kept).
+    pub fn replay(&mut self, now_ms: i64) {
+        self.state = DeliveryState::Pending;
+        self.next_attempt_ms = now_ms;
+        self.replays = self.replays.saturating_add(1);
+    }
+
+    /// What to write after an attempt: `self`, as the attempt left it, unless a replay was asked for while it
+    /// ran (`stored` has more replays), which still stands: the attempt is kept, and the delivery is due
+    /// when the replay said.
+    pub fn after_attempt(self, stored: &Delivery) -> Delivery {
+        if stored.replays == self.replays {
+            return self;
+        }
+        Delivery {
+            state: DeliveryState::Pending,
+            next_attempt_ms: stored.next_attempt_ms,
+            replays: stored.replays,
+            ..self
+        }
     }
 }
 

@@ -720,9 +720,9 @@ mod tests {
 
     /// Due deliveries come by their next attempt's time, only the due ones, each once however often it was
     /// rescheduled; a store that listed its pending deliveries the earlier way has them indexed when it next
-    /// opens.
+    /// opens; a replay during an attempt is not lost when the attempt is written.
     #[test]
-    fn due_deliveries_come_in_time_order_and_from_before_the_index() {
+    fn due_deliveries_come_in_time_order_from_before_the_index_and_replays_stand() {
         use crate::store::{Delivery, DeliveryState};
         let live = tempfile::tempdir().unwrap();
         let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
@@ -737,6 +737,7 @@ mod tests {
             state,
             next_attempt_ms,
             attempts: Vec::new(),
+            replays: 0,
         };
         for n in 0..20 {
             // Rescheduled twice: only the last time counts.
@@ -769,5 +770,17 @@ mod tests {
         let reopened = Store::open(live.path()).unwrap();
         assert_eq!(ids(reopened.due_deliveries(9_000, 100).unwrap()), expected);
         assert_eq!(reopened.due_deliveries(100_000, 100).unwrap().len(), 19);
+
+        // A replay asked for while an attempt runs stands when the attempt is written: due when it said.
+        let mut taken = reopened.due_deliveries(9_000, 1).unwrap().remove(0);
+        let replayed = runtime.block_on(reopened.replay_delivery(&taken.id, 1_000)).unwrap().unwrap();
+        assert_eq!((replayed.state, replayed.next_attempt_ms, replayed.replays), (DeliveryState::Pending, 1_000, 1));
+        taken.attempts.push(crate::store::Attempt { at_ms: 9_000, status: Some(200), error: None });
+        taken.state = DeliveryState::Delivered;
+        runtime.block_on(reopened.save_delivery(taken.clone())).unwrap();
+        let after = reopened.delivery(&taken.id).unwrap().unwrap();
+        assert_eq!((after.state, after.next_attempt_ms, after.attempts.len()), (DeliveryState::Pending, 1_000, 1));
+        assert_eq!(reopened.due_deliveries(1_000, 100).unwrap()[0].id, taken.id);
+        assert!(runtime.block_on(reopened.replay_delivery("msg_none", 0)).unwrap().is_none());
     }
 }

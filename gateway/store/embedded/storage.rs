@@ -192,8 +192,12 @@ impl Storage for Store {
         Store::due_deliveries(self, now_ms, limit)
     }
 
-    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
-        Store::save_delivery(self, delivery).await
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+        Store::save_delivery(self, attempted).await
+    }
+
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        Store::replay_delivery(self, id, now_ms).await
     }
 
     async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {

@@ -10,16 +10,20 @@ pub(super) fn enqueue(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
     let settings: Option<WebhookSettings> =
         tx.open_table(WEBHOOK_SETTINGS)?.get(task.account.as_str())?.map(|v| decode(v.value())).transpose()?;
     if let Some(delivery) = Delivery::for_ended(task, settings.as_ref(), crate::clock::now_ms()) {
-        save(tx, &delivery)?;
+        save(tx, &delivery, None)?;
     }
     Ok(())
 }
 
-fn save(tx: &Tx, delivery: &Delivery) -> Result<(), StoreError> {
+/// The delivery `id` as stored.
+fn stored(tx: &Tx, id: &str) -> Result<Option<Delivery>, StoreError> {
+    tx.open_table(DELIVERIES)?.get(id)?.map(|v| decode(v.value())).transpose()
+}
+
+/// Writes `delivery` over `before` (as stored, if it was), keeping `DELIVERIES_DUE` in step.
+fn save(tx: &Tx, delivery: &Delivery, before: Option<&Delivery>) -> Result<(), StoreError> {
     let id = delivery.id.as_str();
-    let mut deliveries = tx.open_table(DELIVERIES)?;
-    let before: Option<Delivery> = deliveries.get(id)?.map(|v| decode(v.value())).transpose()?;
-    deliveries.insert(id, encode(delivery)?.as_slice())?;
+    tx.open_table(DELIVERIES)?.insert(id, encode(delivery)?.as_slice())?;
     let mut due = tx.open_table(DELIVERIES_DUE)?;
     if let Some(before) = before.filter(|before| before.state == DeliveryState::Pending) {
         due.remove((before.next_attempt_ms, id))?;
@@ -72,8 +76,28 @@ impl Store {
         Ok(due)
     }
 
-    pub async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
-        self.queue(Commit::Durable, move |tx: &Tx| save(tx, &delivery)).await
+    pub async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            let before = stored(tx, &attempted.id)?;
+            let delivery = match &before {
+                Some(before) => attempted.after_attempt(before),
+                None => attempted,
+            };
+            save(tx, &delivery, before.as_ref())
+        })
+        .await
+    }
+
+    pub async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        let id = id.to_string();
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            let Some(before) = stored(tx, &id)? else { return Ok(None) };
+            let mut delivery = before.clone();
+            delivery.replay(now_ms);
+            save(tx, &delivery, Some(&before))?;
+            Ok(Some(delivery))
+        })
+        .await
     }
 
     pub fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {

@@ -470,8 +470,13 @@ impl Storage for Store {
         self.with(move |client| async move { webhooks::due(&client, now_ms, limit).await }).await
     }
 
-    async fn save_delivery(&self, delivery: Delivery) -> Result<(), StoreError> {
-        self.with(move |client| async move { webhooks::save(&client, &delivery).await }).await
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+        self.with(move |mut client| async move { webhooks::save(&mut client, attempted).await }).await
+    }
+
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        let id = id.to_string();
+        self.with(move |mut client| async move { webhooks::replay(&mut client, &id, now_ms).await }).await
     }
 
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {

@@ -98,15 +98,44 @@ pub(super) async fn due(client: &Object, now_ms: i64, limit: usize) -> Result<Ve
     Ok(due)
 }
 
-pub(super) async fn save(client: &Object, delivery: &Delivery) -> Result<(), StoreError> {
-    client
-        .execute(
-            "UPDATE deliveries SET state = $2, next_attempt_ms = $3, lease_until_ms = 0, record = $4 WHERE id = $1",
-            &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(delivery)?],
-        )
+/// Writes what an attempt made of a delivery over the stored one, locked, and ends this replica's lease.
+pub(super) async fn save(client: &mut Object, attempted: Delivery) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let Some(row) = tx
+        .query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&attempted.id])
         .await
-        .map_err(db_error)?;
-    Ok(())
+        .map_err(db_error)?
+    else {
+        return Ok(());
+    };
+    let delivery = attempted.after_attempt(&decode(row.get(0))?);
+    tx.execute(
+        "UPDATE deliveries SET state = $2, next_attempt_ms = $3, lease_until_ms = 0, record = $4 WHERE id = $1",
+        &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(&delivery)?],
+    )
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)
+}
+
+/// Makes a delivery due now; a lease on it stays, so an attempt under way is not doubled by another replica.
+pub(super) async fn replay(client: &mut Object, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let Some(row) =
+        tx.query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?
+    else {
+        return Ok(None);
+    };
+    let mut delivery: Delivery = decode(row.get(0))?;
+    delivery.replay(now_ms);
+    tx.execute(
+        "UPDATE deliveries SET state = $2, next_attempt_ms = $3, record = $4 WHERE id = $1",
+        &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(&delivery)?],
+    )
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(Some(delivery))
 }
 
 pub(super) async fn get(client: &Object, id: &str) -> Result<Option<Delivery>, StoreError> {
