@@ -329,6 +329,12 @@ mod tests {
             "sources": [{"url": "https://up/1.mp4", "type": "video", "expires_at": "2026-01-02 00:00:00"}],
             "files": [{"key": "2026-02-01/task-1/0", "size": 65, "content_type": "video/mp4", "sha256": "ab"}],
             "attempts": 1, "error": null});
+        let delivery = serde_json::json!({"id": "msg_1", "account": "acme", "task_id": "task-1",
+            "event": "task.success", "url": "https://hooks.example/", "created_ms": 1, "state": "pending",
+            "next_attempt_ms": 2, "attempts": [{"at_ms": 1, "status": 500, "error": "e"},
+            {"at_ms": 2, "status": null, "error": null}], "replays": 0});
+        let mut replayed = delivery.clone();
+        replayed["replays"] = 2.into();
         vec![
             record::<TaskRecord>("settled task", serde_json::to_value(settled_task()).unwrap()),
             record::<TaskRecord>("live task", live),
@@ -349,6 +355,14 @@ mod tests {
                 serde_json::json!({"account": "acme", "prefix": "mg-1", "created_at": "2026-11-24 05:20:02", "revoked": true}),
             ),
             record::<IdempotencyRecord>("idempotency", serde_json::json!({"body_hash": "ab", "task_id": "task-1"})),
+            record::<crate::store::WebhookSettings>(
+                "webhook settings",
+                serde_json::json!({"secrets": [{"secret": "whsec_a", "created_ms": 1, "retires_ms": 2},
+                    {"secret": "whsec_b", "created_ms": 3, "retires_ms": null}],
+                    "endpoint": "https://hooks.example/", "disabled": ["https://gone.example/"]}),
+            ),
+            record::<crate::store::Delivery>("delivery", delivery.clone()),
+            record::<crate::store::Delivery>("replayed delivery", replayed),
         ]
     }
 
