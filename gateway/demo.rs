@@ -85,7 +85,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
         let upstream = RegionUpstream::new(region, &base, &[upstream_key(region)], Duration::from_secs(30), reach)?;
         upstreams.insert(region, upstream);
     }
-    actix_web::rt::System::new()
+    server::system()
         .block_on(async move {
             let state = server::build_state(config, upstreams).await?;
             let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;

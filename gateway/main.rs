@@ -234,7 +234,7 @@ fn run(cli: Cli) -> Result<(), String> {
             // The port the system chose for `:0`: result links name the address clients reach.
             config.listen = bound;
             let url = mediagate::server::public_url(&config, bound);
-            actix_web::rt::System::new().block_on(async move {
+            mediagate::server::system().block_on(async move {
                 let state = mediagate::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
                 print(format!("mediagate listening on {url}"))?;
                 let no_routes = |_: &mut actix_web::web::ServiceConfig| {};

@@ -7,6 +7,22 @@ use crate::upstream::Upstreams;
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 
+/// Threads the system's runtime keeps for blocking work (result copies written to a local directory, host
+/// name lookups). Each costs memory for as long as it lives, and tokio's default lets hundreds start, one per
+/// copy under way; a few keep the disk as busy.
+const BLOCKING_THREADS: usize = 4;
+
+/// The actix system the gateway's background work (poller, copies, deliveries) runs on.
+pub fn system() -> actix_web::rt::SystemRunner {
+    actix_web::rt::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(BLOCKING_THREADS)
+            .build()
+            .expect("a tokio runtime for the actix system")
+    })
+}
+
 /// The shared state for a config: the store opened, the catalog compiled, the upstreams checked.
 pub async fn build_state(config: Config, upstreams: Upstreams) -> std::io::Result<web::Data<AppState>> {
     let store = open_store(&config).await.map_err(std::io::Error::other)?;
