@@ -7,9 +7,10 @@ use crate::upstream::Upstreams;
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 
-/// Threads the system's runtime keeps for blocking work (result copies written to a local directory, host
-/// name lookups). Each costs memory for as long as it lives, and tokio's default lets hundreds start, one per
-/// copy under way; a few keep the disk as busy.
+/// Threads each runtime (the system's, each HTTP worker's) keeps for blocking work: result copies written to
+/// or read from a local directory, host name lookups, the embedded store's admin writes. Each costs memory for
+/// as long as it lives, and tokio's default lets hundreds start, one per file operation under way; a few keep
+/// the disk as busy.
 const BLOCKING_THREADS: usize = 4;
 
 /// The actix system the gateway's background work (poller, copies, deliveries) runs on.
@@ -60,6 +61,7 @@ pub async fn run(
             .configure(crate::console::configure)
     })
     .on_connect(crate::http::peer::on_connect)
+    .worker_max_blocking_threads(BLOCKING_THREADS)
     .shutdown_timeout(30);
     if config.workers > 0 {
         server = server.workers(config.workers);
