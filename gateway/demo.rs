@@ -90,7 +90,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             let state = server::build_state(config, upstreams).await?;
             let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;
             fund_demo_account(&*state.store).await.map_err(std::io::Error::other)?;
-            let webhook_secret = demo_webhook_secret(&*state.store, &options).await.map_err(std::io::Error::other)?;
+            let webhook_secret = demo_webhook_secret(&state, &options).await.map_err(std::io::Error::other)?;
             let url = server::public_url(&state.config, addr);
             let simulator_ca = simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path()));
             print_banner(&url, &Secrets { key, admin_token, webhook_secret }, simulator_ca);
@@ -120,13 +120,9 @@ async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, 
 
 /// The demo account's newest webhook secret (made on its first start), kept in the data dir for a receiver
 /// to verify deliveries with.
-async fn demo_webhook_secret(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
-    let (new, now) = (crate::webhooks::signing::new_secret(), crate::clock::now_ms());
-    let settings = store
-        .change_webhook_settings(DEMO_ACCOUNT, Box::new(move |s| s.adopt_first(new, now)))
-        .await
-        .map_err(|e| e.to_string())?;
-    let secret = settings.secrets.first().map(|s| s.secret.clone()).unwrap_or_default();
+async fn demo_webhook_secret(state: &crate::state::AppState, options: &DemoOptions) -> Result<String, String> {
+    let (secret, _) =
+        crate::http::admin_webhooks::first_secret(state, DEMO_ACCOUNT).await.map_err(|e| e.to_string())?;
     let path = options.data_dir.join("demo-webhook-secret");
     std::fs::write(&path, &secret).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(secret)

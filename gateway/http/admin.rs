@@ -125,9 +125,9 @@ pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiErro
         .with_param("name"));
     }
     state.store.ensure_account(name).await?;
-    let webhook_secret = super::admin_webhooks::first_secret(state, name).await?;
+    let (secret, made) = super::admin_webhooks::first_secret(state, name).await?;
     let mut view = account_view(state, name).await?;
-    if let Some(secret) = webhook_secret {
+    if made {
         view["webhook_secret"] = json!(secret);
     }
     Ok(view)

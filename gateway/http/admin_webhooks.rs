@@ -50,16 +50,18 @@ pub async fn rotate(state: &AppState, account: &str) -> Result<(String, WebhookS
     Ok((secret, settings))
 }
 
-/// The account's first webhook secret, made now if it has none (every account has one from its creation);
-/// the plain secret, to be shown once, if it was made now.
-pub async fn first_secret(state: &AppState, account: &str) -> Result<Option<String>, ApiError> {
-    let secret = signing::new_secret();
-    let (now, new) = (now_ms(), secret.clone());
+/// The account's newest webhook secret, made now if it has none (every account has one from its creation),
+/// and whether it was made now (then it is shown once).
+pub async fn first_secret(state: &AppState, account: &str) -> Result<(String, bool), ApiError> {
+    let made = signing::new_secret();
+    let (now, new) = (now_ms(), made.clone());
     let settings = state
         .store
         .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.adopt_first(new, now)))
         .await?;
-    Ok(settings.secrets.iter().any(|s| s.secret == secret).then_some(secret))
+    let newest = settings.secrets.first().map_or_else(|| made.clone(), |s| s.secret.clone());
+    let fresh = newest == made;
+    Ok((newest, fresh))
 }
 
 #[derive(Deserialize)]

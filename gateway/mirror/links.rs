@@ -2,7 +2,7 @@
 //! task, the result's index and the expiry under the gateway's link secret. A browser or a `<video>` tag
 //! fetches a result with one, no API key needed, until it expires; a link altered anywhere is refused.
 
-use crate::store::{LINK_SECRET, Storage};
+use crate::store::{LINK_SECRET, Storage, kept_link_secret};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::Path;
@@ -53,13 +53,10 @@ pub async fn secret(env: &str, data_dir: &Path, store: &dyn Storage) -> Result<V
     if let Some(shared) = store.shared_secret(LINK_SECRET, made()).await.map_err(|e| e.to_string())? {
         return Ok(shared);
     }
-    let path = data_dir.join(LINK_SECRET);
-    match std::fs::read(&path) {
-        Ok(secret) if !secret.is_empty() => return Ok(secret),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+    if let Some(kept) = kept_link_secret(data_dir)? {
+        return Ok(kept);
     }
+    let path = data_dir.join(LINK_SECRET);
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let secret = made();

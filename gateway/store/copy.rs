@@ -34,12 +34,7 @@ pub async fn copy(data_dir: &Path, to: postgres::Options) -> Result<Copied, Stor
         idempotency_records: export.idempotency.len(),
         link_secret: false,
     };
-    let link_secret = match std::fs::read(data_dir.join(super::LINK_SECRET)) {
-        Ok(secret) if !secret.is_empty() => Some(secret),
-        Ok(_) => None,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(StoreError::new(format!("{}: {e}", super::LINK_SECRET))),
-    };
+    let link_secret = super::kept_link_secret(data_dir).map_err(StoreError::new)?;
     let target = postgres::Store::connect(to).await?;
     target.import(export).await?;
     if let Some(secret) = link_secret {

@@ -33,6 +33,16 @@ pub use webhooks::{Attempt, Delivery, DeliveryFilter, DeliveryState, WebhookSecr
 /// ([`Storage::shared_secret`]).
 pub const LINK_SECRET: &str = "link-secret";
 
+/// The link secret kept in `data_dir` by a process that owned its store, if one is.
+pub fn kept_link_secret(data_dir: &std::path::Path) -> Result<Option<Vec<u8>>, String> {
+    let path = data_dir.join(LINK_SECRET);
+    match std::fs::read(&path) {
+        Ok(secret) => Ok(Some(secret).filter(|s| !s.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 use crate::billing::books::{Entry, Funds, Posting, Shortfall};
 use serde::{Serialize, de::DeserializeOwned};
 use std::sync::Arc;

@@ -754,10 +754,10 @@ mod tests {
             replays: 0,
         };
         for n in 0..20 {
-            // Rescheduled twice: only the last time counts.
-            for next in [5_000, 10_000 - n * 100] {
-                runtime.block_on(store.save_delivery(delivery(n, next, DeliveryState::Pending))).unwrap();
-            }
+            // Queued as a task's end queues it, then rescheduled: only the last time counts.
+            let queued = delivery(n, 5_000, DeliveryState::Pending);
+            store.write(move |tx| webhooks::save(tx, &queued, None)).unwrap();
+            runtime.block_on(store.save_delivery(delivery(n, 10_000 - n * 100, DeliveryState::Pending))).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         runtime.block_on(store.save_delivery(delivery(19, 0, DeliveryState::Delivered))).unwrap();

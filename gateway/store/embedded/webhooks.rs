@@ -21,7 +21,7 @@ fn stored(tx: &Tx, id: &str) -> Result<Option<Delivery>, StoreError> {
 }
 
 /// Writes `delivery` over `before` (as stored, if it was), keeping `DELIVERIES_DUE` in step.
-fn save(tx: &Tx, delivery: &Delivery, before: Option<&Delivery>) -> Result<(), StoreError> {
+pub(super) fn save(tx: &Tx, delivery: &Delivery, before: Option<&Delivery>) -> Result<(), StoreError> {
     let id = delivery.id.as_str();
     tx.open_table(DELIVERIES)?.insert(id, encode(delivery)?.as_slice())?;
     let mut due = tx.open_table(DELIVERIES_DUE)?;
@@ -77,23 +77,27 @@ impl Store {
     }
 
     pub async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
-        self.queue(Commit::Durable, move |tx: &Tx| {
-            let before = stored(tx, &attempted.id)?;
-            let delivery = match &before {
-                Some(before) => attempted.after_attempt(before),
-                None => attempted,
-            };
-            save(tx, &delivery, before.as_ref())
+        let id = attempted.id.clone();
+        self.change_delivery(id, move |stored| attempted.after_attempt(&stored)).await.map(drop)
+    }
+
+    pub async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        self.change_delivery(id.to_string(), move |mut delivery| {
+            delivery.replay(now_ms);
+            delivery
         })
         .await
     }
 
-    pub async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
-        let id = id.to_string();
+    /// Writes what `change` makes of the delivery `id` as stored, in one durable write; `None` if there is none.
+    async fn change_delivery(
+        &self,
+        id: String,
+        change: impl FnOnce(Delivery) -> Delivery + Send + 'static,
+    ) -> Result<Option<Delivery>, StoreError> {
         self.queue(Commit::Durable, move |tx: &Tx| {
             let Some(before) = stored(tx, &id)? else { return Ok(None) };
-            let mut delivery = before.clone();
-            delivery.replay(now_ms);
+            let delivery = change(before.clone());
             save(tx, &delivery, Some(&before))?;
             Ok(Some(delivery))
         })

@@ -98,39 +98,37 @@ pub(super) async fn due(client: &Object, now_ms: i64, limit: usize) -> Result<Ve
     Ok(due)
 }
 
-/// Writes what an attempt made of a delivery over the stored one, locked, and ends this replica's lease.
+/// Writes what an attempt made of a delivery over the stored one, and ends this replica's lease.
 pub(super) async fn save(client: &mut Object, attempted: Delivery) -> Result<(), StoreError> {
-    let tx = client.transaction().await.map_err(db_error)?;
-    let Some(row) = tx
-        .query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&attempted.id])
-        .await
-        .map_err(db_error)?
-    else {
-        return Ok(());
-    };
-    let delivery = attempted.after_attempt(&decode(row.get(0))?);
-    tx.execute(
-        "UPDATE deliveries SET state = $2, next_attempt_ms = $3, lease_until_ms = 0, record = $4 WHERE id = $1",
-        &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(&delivery)?],
-    )
-    .await
-    .map_err(db_error)?;
-    tx.commit().await.map_err(db_error)
+    let id = attempted.id.clone();
+    change(client, &id, true, move |stored| attempted.after_attempt(&stored)).await.map(drop)
 }
 
 /// Makes a delivery due now; a lease on it stays, so an attempt under way is not doubled by another replica.
 pub(super) async fn replay(client: &mut Object, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
-    let tx = client.transaction().await.map_err(db_error)?;
-    let Some(row) =
-        tx.query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?
-    else {
-        return Ok(None);
+    let replayed = move |mut delivery: Delivery| {
+        delivery.replay(now_ms);
+        delivery
     };
-    let mut delivery: Delivery = decode(row.get(0))?;
-    delivery.replay(now_ms);
+    change(client, id, false, replayed).await
+}
+
+/// Writes what `change` makes of the delivery `id`, locked meanwhile (ending its lease if `end_lease`);
+/// `None` if there is none.
+async fn change(
+    client: &mut Object,
+    id: &str,
+    end_lease: bool,
+    change: impl FnOnce(Delivery) -> Delivery,
+) -> Result<Option<Delivery>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let locked = tx.query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&id]).await;
+    let Some(row) = locked.map_err(db_error)? else { return Ok(None) };
+    let delivery = change(decode(row.get(0))?);
     tx.execute(
-        "UPDATE deliveries SET state = $2, next_attempt_ms = $3, record = $4 WHERE id = $1",
-        &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(&delivery)?],
+        "UPDATE deliveries SET state = $2, next_attempt_ms = $3, record = $4, \
+         lease_until_ms = CASE WHEN $5 THEN 0 ELSE lease_until_ms END WHERE id = $1",
+        &[&delivery.id, &delivery.state.as_str(), &delivery.next_attempt_ms, &encode(&delivery)?, &end_lease],
     )
     .await
     .map_err(db_error)?;
