@@ -10,15 +10,12 @@ use super::writer::Broken;
 use redb::Database;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// Changes applied between two yields of the CPU (about a third of a millisecond's work). The HTTP worker
 /// preempts this batch thread when woken, so a yield is for the store's other batch threads, chiefly the
 /// syncer; every 128 changes cost 3% of the sync lane's CPU in yields and the context switches they made,
 /// against 1024, with no shorter tail at 1k req/s.
 const CHUNK: usize = 1024;
-/// How long a failed checkpoint waits before it is tried again (the log keeps every write meanwhile).
-const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The writer's handle. Dropping it waits for the checkpoint under way. A checkpoint is under way while
 /// the overlay holds a frozen layer ([`Overlay::checkpointing`]).
@@ -36,8 +33,8 @@ struct Request {
 }
 
 impl Checkpointer {
-    /// Starts the thread; it gives up retrying a failed checkpoint once `broken` is set (the store takes no
-    /// more writes then, and its log replays on the next start).
+    /// Starts the thread; a checkpoint that fails sets `broken` (the store takes no more writes then, and
+    /// its log replays on the next start).
     pub(super) fn start(
         db: Arc<Database>,
         overlay: Arc<Overlay>,
@@ -79,27 +76,31 @@ impl Drop for Checkpointer {
     }
 }
 
-/// Commits each layer asked for, retrying a failed one (the last one, on close, is tried once), and drops
-/// it from the overlay once committed.
+/// Commits each layer asked for and drops it from the overlay once committed. A checkpoint that fails
+/// breaks the store, as a log that cannot be written does: redb refuses every later write once one of its
+/// writes failed, until the file is opened again, and the layer cannot be dropped uncommitted. The gateway
+/// then stops, and its restart replays the log into redb's file (or fails at once while there is no room).
 fn run(db: &Database, overlay: &Overlay, queue: &mpsc::Receiver<Request>, broken: &Broken) {
     for Request { layer, seq, closing } in queue {
-        let outcome = loop {
-            match commit(db, &layer.changes(), seq, closing.is_some()) {
-                Err(e) if closing.is_none() && !broken.is_set() => {
-                    tracing::error!(error = %e, "store checkpoint failed; the log keeps every write, retrying");
-                    std::thread::sleep(RETRY_AFTER);
-                }
-                outcome => break outcome,
-            }
+        let outcome = if broken.is_set() {
+            Err(StoreError::unavailable(CANNOT_CHECKPOINT))
+        } else {
+            commit(db, &layer.changes(), seq, closing.is_some())
         };
-        if outcome.is_ok() {
-            overlay.release();
+        match &outcome {
+            Ok(()) => overlay.release(),
+            Err(e) => {
+                tracing::error!(error = %e, "store checkpoint failed; the log keeps every acknowledged write");
+                broken.set(CANNOT_CHECKPOINT);
+            }
         }
         if let Some(reply) = closing {
             let _ = reply.send(outcome);
         }
     }
 }
+
+const CANNOT_CHECKPOINT: &str = "the store could not write its checkpoint to disk";
 
 /// Commits `changes` to redb, durably, as holding the log up to record `seq`. `closing` also records
 /// redb's allocator state.

@@ -72,7 +72,7 @@ fn run(files: &[Arc<LogFile>; 2], queue: &mpsc::Receiver<Request>, durable: &wat
             }
             Err(e) => {
                 tracing::error!(error = %e, "the store could not write its log to disk; it takes no more writes");
-                broken.set();
+                broken.set("the store could not write its log to disk");
             }
         }
         for job in group.into_iter().flat_map(|request| request.jobs) {

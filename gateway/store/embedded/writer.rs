@@ -178,30 +178,39 @@ struct Progress {
     syncing: AtomicU64,
     /// Deferred writes are published but not logged yet. Set before they are published.
     open: AtomicBool,
-    /// The log could not be written: nothing more can be made durable, so no write is taken (each is
-    /// refused at once as `unavailable`). Set by the syncer or the writer; it stays set.
+    /// The log, or redb's file, could not be written: nothing more can be made durable, so no write is
+    /// taken (each is refused at once as `unavailable`). Set by the syncer, the checkpointer or the writer;
+    /// it stays set.
     broken: Arc<Broken>,
 }
 
-/// Set once, for good, when the log cannot be written: read at once on every write, and awaited (without a
-/// wake-up per sync) by whoever must stop the process.
+/// Set once, for good, when the store cannot make writes durable (its log cannot be written, or redb's file
+/// cannot take a checkpoint): read at once on every write, and awaited (without a wake-up per sync) by
+/// whoever must stop the process.
 pub(super) struct Broken {
     flag: AtomicBool,
+    /// Why, for the refusals and the log: the first reason set.
+    reason: std::sync::OnceLock<&'static str>,
     signal: watch::Sender<bool>,
 }
 
 impl Broken {
     fn new() -> Broken {
-        Broken { flag: AtomicBool::new(false), signal: watch::channel(false).0 }
+        Broken { flag: AtomicBool::new(false), reason: std::sync::OnceLock::new(), signal: watch::channel(false).0 }
     }
 
-    pub(super) fn set(&self) {
+    pub(super) fn set(&self, reason: &'static str) {
+        let _ = self.reason.set(reason);
         self.flag.store(true, Ordering::Release);
         self.signal.send_replace(true);
     }
 
     pub(super) fn is_set(&self) -> bool {
         self.flag.load(Ordering::Acquire)
+    }
+
+    fn reason(&self) -> &'static str {
+        self.reason.get().copied().unwrap_or("the store stopped")
     }
 
     async fn wait(&self) {
@@ -349,7 +358,8 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if writing.progress.broken.is_set() {
-                    return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
+                    let broken = StoreError::unavailable(writing.progress.broken.reason());
+                    return writing.stop(&broken, jobs);
                 }
                 if let Err(e) = writing.log_unlogged() {
                     return writing.stop(&e, jobs);
@@ -373,8 +383,9 @@ fn run(mut writing: Writing<'_>, jobs: &mpsc::Receiver<Box<dyn Job>>) {
             }
         }
         if writing.progress.broken.is_set() {
-            deliver(batch, &Err(StoreError::unavailable("the store could not write its log to disk")));
-            return writing.stop(&StoreError::unavailable("a sync of the log failed"), jobs);
+            let broken = StoreError::unavailable(writing.progress.broken.reason());
+            deliver(batch, &Err(broken.clone()));
+            return writing.stop(&broken, jobs);
         }
         let closes = batch.iter().any(|job| job.closes());
         let batch = match writing.apply(batch) {
@@ -406,8 +417,8 @@ impl Writing<'_> {
     /// What was published could not be made durable: no later write is taken. Every write queued is
     /// refused now, and later ones at once (`Writer::enqueue`), so nothing waits for a writer that is gone.
     fn stop(self, e: &StoreError, jobs: &mpsc::Receiver<Box<dyn Job>>) {
-        tracing::error!(error = %e, "the store could not log its writes; it takes no more writes");
-        self.progress.broken.set();
+        tracing::error!(error = %e, "the store cannot make writes durable; it takes no more writes");
+        self.progress.broken.set("the store could not write its log to disk");
         deliver(jobs.try_iter().collect(), &Err(StoreError::unavailable(e.reason())));
     }
 
