@@ -86,6 +86,14 @@ fn signal(process: &common::Process, signal: &str) {
     assert!(std::process::Command::new("kill").args([signal, &pid]).status().unwrap().success());
 }
 
+/// The request id of the one usage line that charged something.
+fn charged_request(lines: &[&str]) -> String {
+    let lines: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let charged: Vec<_> = lines.iter().filter(|l| l["charged"].as_i64().unwrap() > 0).collect();
+    assert_eq!(charged.len(), 1, "{lines:?}");
+    charged[0]["request_id"].as_str().unwrap().to_string()
+}
+
 /// A request with an `Idempotency-Key`, as `key`'s account.
 fn keyed(demo: &Demo, key: &str, idempotency: &str, path: &str, body: &serde_json::Value) -> common::Reply {
     let auth = format!("Bearer {key}");
@@ -182,6 +190,8 @@ fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once()
     assert!(retry.json["data"][0]["url"].is_string(), "the endpoint's answer, not a task view: {:?}", retry.json);
     let again = keyed(&demo, &key, "crash-1", "/v1/images/generations", &body);
     assert_eq!(again.json["data"], retry.json["data"], "the retry's answer is now the key's");
+    let request_id = retry.header("x-request-id").unwrap().to_string();
+    assert_eq!(again.header("x-request-id"), Some(request_id.as_str()), "a later replay names the same request");
     let charged = 100_000_000 - demo.funds("acme").2;
     assert!(charged > 0);
     let usage = demo.admin("/usage?account=acme", None);
@@ -192,6 +202,7 @@ fn a_keyed_synchronous_retry_after_a_crash_completes_the_work_and_charges_once()
         .collect();
     assert_eq!(charges.iter().sum::<i64>(), charged, "{lines:?}");
     assert_eq!(charges.iter().filter(|c| **c > 0).count(), 1, "charged once: {lines:?}");
+    assert_eq!(charged_request(&lines), request_id, "the answer names the request that did the work: {lines:?}");
     verified(&demo);
 }
 
@@ -214,10 +225,19 @@ fn a_keyed_asynchronous_retry_after_a_crash_with_the_upstream_paused_is_forwarde
     let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &env);
     let retry = retried_after_crash(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
     assert_eq!((retry.status, retry.json["status"].as_str()), (200, Some("queued")), "{:?}", retry.json);
+    // The answer names the task that does the work, in its header and its body alike, and so does a replay.
+    let request_id = retry.json["request_id"].as_str().unwrap();
+    assert_eq!(retry.header("x-request-id"), Some(request_id));
+    let again = keyed(&gateway, &key, "crash-2", "/v1/videos/generations", &body);
+    assert_eq!((again.json["request_id"].as_str(), again.header("x-request-id")), (Some(request_id), Some(request_id)));
     let task = gateway.wait_terminal_as(&key, retry.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
     assert_eq!(task["status"], "success", "{task}");
+    assert_eq!(task["request_id"], request_id);
     let charged = task["settlement"]["charged"].as_i64().unwrap();
     assert_eq!(gateway.funds("acme").2, 100_000_000 - charged, "charged once, the interrupted hold given back");
+    let usage = gateway.admin("/usage?account=acme", None);
+    let lines: Vec<&str> = std::str::from_utf8(&usage.bytes).unwrap().lines().collect();
+    assert_eq!(charged_request(&lines), request_id, "{lines:?}");
     verified(&gateway);
 }
 

@@ -195,19 +195,23 @@ async fn replay(
     // answer no sooner than it can.
     state.store.caught_up().await?;
     let task = tasks::owned_task(state, caller.account(), &existing.task_id).await?;
-    request_id::set(task.request_id.clone());
-    let model = crate::catalog::ModelSpec::find(&task.model);
-    let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);
     if tasks::interrupted(state, &task).await? {
         tasks::end_interrupted(state, &task.task_id).await?;
         return Ok(Replayed::Redo(task.task_id));
     }
+    if tasks::did_no_work(&task) {
+        return Ok(Replayed::Redo(task.task_id));
+    }
+    // From here the answer is the first attempt's, so it names that attempt's request id. A redo above keeps
+    // this request's own: it is the id of the task that does the work.
+    request_id::set(task.request_id.clone());
+    let model = crate::catalog::ModelSpec::find(&task.model);
+    let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);
     let answer = match task.status {
         TaskStatus::Queued | TaskStatus::Running if !synchronous && task.upstream_task_id.is_some() => {
             accepted(endpoint, &task)
         }
         TaskStatus::Queued | TaskStatus::Running => return Err(in_progress()),
-        _ if tasks::did_no_work(&task) => return Ok(Replayed::Redo(task.task_id)),
         TaskStatus::Failed if task.upstream_task_id.is_none() => {
             // Refused before the upstream took it: the first answer was this error.
             let (code, message) = task.error.as_ref().map_or(("UnknownError", ""), |e| (&e.code, &e.message));
