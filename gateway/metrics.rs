@@ -8,7 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,7 +140,11 @@ fn metrics() -> &'static Metrics {
             upstream_connections.clone(),
         );
         registry.register("tasks_finished", "Tasks that reached a terminal state, by state", tasks_finished.clone());
-        registry.register("tasks_in_flight", "Tasks accepted and not yet terminal", tasks_in_flight.clone());
+        registry.register(
+            "tasks_in_flight",
+            "Live tasks this process holds: polled by it, or being answered by its handlers",
+            tasks_in_flight.clone(),
+        );
         registry.register("poll_lag_seconds", "How late task checks run against their schedule", poll_lag.clone());
         Metrics {
             registry,
@@ -188,17 +192,28 @@ pub fn upstream_connection_opened(region: &'static str) {
     metrics().upstream_connections.get_or_create(&RegionLabels { region }).inc();
 }
 
-pub fn task_accepted() {
-    metrics().tasks_in_flight.inc();
+/// Live tasks this process's handlers hold: synchronous calls, and acceptances not yet handed to a poller.
+static HANDLED: AtomicI64 = AtomicI64::new(0);
+
+/// A live task a handler holds, counted in flight here until it is dropped.
+pub struct Handled(());
+
+impl Drop for Handled {
+    fn drop(&mut self) {
+        HANDLED.fetch_sub(1, Relaxed);
+    }
 }
 
-pub fn set_in_flight(count: i64) {
-    metrics().tasks_in_flight.set(count);
+/// Counts an accepted task in flight here while its handler holds it.
+pub fn task_handled() -> Handled {
+    HANDLED.fetch_add(1, Relaxed);
+    Handled(())
 }
 
-/// Tasks this process accepted or resumed that have not ended.
-pub fn in_flight() -> i64 {
-    metrics().tasks_in_flight.get()
+/// Live tasks this process holds: those its handlers hold and the `polled` its poller holds. Each replica
+/// counts its own, so the figures of several replicas add up to the deployment's and none goes negative.
+pub fn in_flight(polled: usize) -> i64 {
+    HANDLED.load(Relaxed).max(0).saturating_add(i64::try_from(polled).unwrap_or(i64::MAX))
 }
 
 pub fn task_finished(status: crate::store::TaskStatus) {
@@ -209,12 +224,6 @@ pub fn task_finished(status: crate::store::TaskStatus) {
     ended.fetch_add(1, Relaxed);
     let m = metrics();
     m.tasks_finished.get_or_create(&KindLabels::of(status.as_str())).inc();
-    m.tasks_in_flight.dec();
-}
-
-/// An accepted task that ended with no record (its one write failed): no longer in flight, and not finished.
-pub fn task_unrecorded() {
-    metrics().tasks_in_flight.dec();
 }
 
 pub fn usage_unusable() {
@@ -245,9 +254,11 @@ pub fn poll_lag(ms: i64) {
     metrics().poll_lag.observe(ms.max(0) as f64 / 1000.0);
 }
 
-/// The text exposition format.
-pub fn render() -> String {
+/// The text exposition format, with `polled` the live tasks this process's poller holds.
+pub fn render(polled: usize) -> String {
     let mut out = String::new();
-    let _ = prometheus_client::encoding::text::encode(&mut out, &metrics().registry);
+    let m = metrics();
+    m.tasks_in_flight.set(in_flight(polled));
+    let _ = prometheus_client::encoding::text::encode(&mut out, &m.registry);
     out
 }

@@ -37,7 +37,6 @@ impl AppState {
         let claimed = store.claim().await.map_err(|e| e.to_string())?;
         let limits = Limits::new(&config.limits, !store.keeps_limits());
         limits.restore(claimed.iter().map(|t| t.account.clone()));
-        crate::metrics::set_in_flight(claimed.len() as i64);
         let poller = Poller::new(claimed);
         let finished = FinishedAnswers::new(config.finished_task_cache_bytes);
         // One secret signs result links and, under a key derived from it, console sessions.

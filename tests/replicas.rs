@@ -230,6 +230,51 @@ fn three_replicas_on_one_database_serve_as_one_through_a_kill_and_a_database_sto
     drop::<Process>(simulator);
 }
 
+/// Each replica's `mediagate_tasks_in_flight` is the live tasks it holds. Tasks accepted by one replica and
+/// polled and ended by the others never take a figure below zero, the figures add up to the tasks live, and
+/// each is back to zero once every task has ended.
+#[test]
+fn each_replica_counts_the_live_tasks_it_holds_and_none_goes_negative() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("0.2", &["--keys", "2"]);
+    let replicas = Replicas::start(&cluster.url("postgres"), &simulator.address());
+    let key = replicas.on(0, |demo| demo.account("acme", BALANCE, 0, 0)).unwrap();
+    let in_flight = |n: usize| -> i64 {
+        let metrics = replicas.on(n, |demo| demo.get("/metrics")).unwrap();
+        let text = String::from_utf8(metrics.bytes).unwrap();
+        let line = text.lines().find(|l| l.starts_with("mediagate_tasks_in_flight ")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    // All accepted by replica 0, over several turns of creation time, so every replica polls some.
+    let mut tasks = Vec::new();
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 2});
+    let mut most = 0;
+    for _ in 0..30 {
+        let reply = replicas.on(0, |demo| demo.post_as(&key, "/v1/videos/generations", &body)).unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.json);
+        tasks.push(reply.json["task_id"].as_str().unwrap().to_string());
+        let figures: Vec<i64> = (0..3).map(in_flight).collect();
+        assert!(figures.iter().all(|f| *f >= 0), "{figures:?}");
+        most = most.max(figures.iter().sum());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(most > 0, "no replica counted a live task");
+    for task_id in &tasks {
+        replicas.on(1, |demo| demo.wait_terminal_as(&key, task_id, Duration::from_secs(90))).unwrap();
+        let figures: Vec<i64> = (0..3).map(in_flight).collect();
+        assert!(figures.iter().all(|f| *f >= 0), "{figures:?}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let figures: Vec<i64> = (0..3).map(in_flight).collect();
+        if figures == [0, 0, 0] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "with no task live, the replicas count {figures:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `mediagate store copy` moves a stopped gateway's embedded store into an empty PostgreSQL database, and a
 /// gateway on it goes on where the old one stopped: the same keys, money, tasks (a live one finishes),
 /// idempotency records and switches. A database that is not empty is refused.

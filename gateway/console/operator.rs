@@ -145,7 +145,7 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
         csrf: session.csrf,
         nav: NAV.to_vec(),
         notice: None,
-        in_flight: crate::metrics::in_flight(),
+        in_flight: crate::metrics::in_flight(state.poller.holds()),
         ended: lines.len(),
         days: charts::DAYS,
         chart: charts::spend_chart("Spend per day, every account", &charts::spend_per_day(&lines, now)),

@@ -29,8 +29,8 @@ async fn readyz(state: web::Data<crate::state::AppState>) -> HttpResponse {
     }
 }
 
-async fn metrics() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(crate::metrics::render())
+async fn metrics(state: web::Data<crate::state::AppState>) -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(crate::metrics::render(state.poller.holds()))
 }
 
 async fn openapi() -> HttpResponse {

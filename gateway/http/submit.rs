@@ -73,7 +73,7 @@ pub async fn submit(
         (billing.hold, billing.earmarked) = (earmark.split().to_vec(), true);
         task.billing = Some(billing);
         ScopeGuard::into_inner(slot);
-        crate::metrics::task_accepted();
+        let _handled = crate::metrics::task_handled();
         return run_sync(state, &req, endpoint, OpenTask::Unwritten(Box::new(task), earmark), &admitted).await;
     }
     task.billing = Some(billing);
@@ -104,7 +104,7 @@ pub async fn submit(
         Inserted::TooManyTasks(count) => return Err(crate::limits::too_many_tasks(count)),
     };
     ScopeGuard::into_inner(slot);
-    crate::metrics::task_accepted();
+    let _handled = crate::metrics::task_handled();
     if synchronous {
         run_sync(state, &req, endpoint, task.into(), &admitted).await
     } else {

@@ -242,7 +242,7 @@ pub async fn finish(
             // a task whose one write failed leaves nothing in flight either.
             let _slot = scopeguard::guard(task.account.clone(), |account| state.limits.release(&account));
             end(&mut task);
-            Some(state.store.add_ended(*task, earmark).await.inspect_err(|_| crate::metrics::task_unrecorded())?)
+            Some(state.store.add_ended(*task, earmark).await?)
         }
     };
     if let Some(task) = &finished {

@@ -28,7 +28,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
 
 /// A task without an upstream id this long after creation was interrupted mid-submission.
@@ -63,6 +63,8 @@ pub struct Poller {
     lost: Mutex<Vec<String>>,
     /// Live tasks leased to this process, read back from the store: tracked if the poller lacks one.
     leased: Mutex<Vec<TaskRecord>>,
+    /// How many tasks the poller tracked at the end of its last turn.
+    tracked: AtomicUsize,
     started: AtomicBool,
 }
 
@@ -74,6 +76,7 @@ impl Poller {
             inbox: Mutex::new(in_flight),
             lost: Mutex::default(),
             leased: Mutex::default(),
+            tracked: AtomicUsize::new(0),
             started: AtomicBool::new(false),
         }
     }
@@ -81,6 +84,12 @@ impl Poller {
     /// Asks the poller to look at `task` at its `next_poll_ms`.
     pub fn schedule(&self, task: TaskRecord) {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+    }
+
+    /// Live tasks this poller holds: those it tracks and those waiting in its inbox.
+    pub fn holds(&self) -> usize {
+        let waiting = self.inbox.lock().unwrap_or_else(|e| e.into_inner()).len();
+        self.tracked.load(Ordering::Relaxed) + waiting
     }
 
     fn take_scheduled(&self) -> Vec<TaskRecord> {
@@ -134,6 +143,7 @@ pub async fn run(state: web::Data<AppState>) {
             actix_web::rt::spawn(read_again(poller.state.clone(), task_id));
         }
         poller.tick();
+        poller.state.poller.tracked.store(poller.tracker.count(), Ordering::Relaxed);
         let wait = poller.wait_ms();
         tokio::select! {
             report = reports.recv() => if let Some(report) = report {

@@ -84,6 +84,11 @@ pub struct Tracker {
 }
 
 impl Tracker {
+    /// How many tasks are tracked.
+    pub fn count(&self) -> usize {
+        self.by_task.len()
+    }
+
     pub fn get(&self, slot: Slot) -> Option<&Tracked> {
         self.slots.get(slot as usize).and_then(Option::as_ref)
     }
