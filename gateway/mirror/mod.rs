@@ -101,8 +101,14 @@ pub async fn run(state: web::Data<AppState>) {
     actix_web::rt::spawn(sweep(state.clone()));
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
+    // A copy that ends makes room for the next at once: copies keep pace with the tasks that end, rather
+    // than COPIES_AT_ONCE per look.
+    let room_made = Rc::new(tokio::sync::Notify::new());
     loop {
-        actix_web::rt::time::sleep(LOOK_EVERY).await;
+        tokio::select! {
+            () = actix_web::rt::time::sleep(LOOK_EVERY) => {}
+            () = room_made.notified() => {}
+        }
         let room = COPIES_AT_ONCE.saturating_sub(under_way.borrow().len());
         if room == 0 {
             continue;
@@ -116,11 +122,12 @@ pub async fn run(state: web::Data<AppState>) {
         };
         for task in due {
             if under_way.borrow_mut().insert(task.task_id.clone()) {
-                let (state, under_way) = (state.clone(), under_way.clone());
+                let (state, under_way, room_made) = (state.clone(), under_way.clone(), room_made.clone());
                 actix_web::rt::spawn(async move {
                     let task_id = task.task_id.clone();
                     attempt(&state, task).await;
                     under_way.borrow_mut().remove(&task_id);
+                    room_made.notify_one();
                 });
             }
         }
