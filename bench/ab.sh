@@ -5,11 +5,12 @@
 # its parent in one run rather than against a figure from another hour.
 #   bash bench/ab.sh OLD_REV [NEW_REV]   (NEW_REV defaults to the work tree)
 #   AB_LANES="sync@1k" bash bench/ab.sh OLD_REV   (some of the lanes: sync async read sync@1k)
-# Prints `lane build req/s cpu-us-per-request` and `sync@1k build p50-us p99-us` per run. Needs wrk, taskset
-# and bc.
+# Prints `lane build req/s cpu-us-per-request` and `sync@1k build p50-us p99-us` per run. Installs wrk if it
+# is missing; needs taskset and bc. Result copies are off (BENCH_MIRROR=true turns them on: bench/stack.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old_rev=${1:?usage: bash bench/ab.sh OLD_REV [NEW_REV]}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 build() { # rev -> bin dir
   local dir=target/ab/$1
   git worktree add -f --detach "$dir/src" "$1" >/dev/null 2>&1 || git -C "$dir/src" checkout -q --detach "$1"

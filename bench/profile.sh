@@ -25,10 +25,11 @@ if [ "$lane" = read ]; then
   wait_finished 19102 "$GATEWAY_KEY" "$task"
 fi
 taskset -c 1 wrk -t1 -c"$(lane_connections "$lane")" -d14s -s "$work/load.lua" "http://127.0.0.1:19102$(lane_path "$lane" "$task")" > "$work/wrk.txt" &
+load=$!
 sleep 2
 data=target/profile-$lane.data
 perf record -e cpu-clock -F 1000 --call-graph dwarf,32768 -p $gateway -o "$data" -- sleep 6 2>/dev/null
-wait %3 2>/dev/null || true
+wait $load 2>/dev/null || true
 mkdir -p bench/profiles
 out=bench/profiles/$lane.txt
 {
