@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Two builds of the gateway side by side: the sync, async and read lanes of bench/run.sh (wrk, gateway pinned
 # to core 0, load and simulator to core 1) and the sync lane's latency at a fixed 1k req/s (bench's
-# fixed-rate generator), alternating between the builds for 5 rounds of 5 s, so a change is judged against
+# fixed-rate generator), alternating between the builds for rounds of 5 s, so a change is judged against
 # its parent in one run rather than against a figure from another hour.
 #   bash bench/ab.sh OLD_REV [NEW_REV]   (NEW_REV defaults to the work tree)
 #   AB_LANES="sync@1k" bash bench/ab.sh OLD_REV   (some of the lanes: sync async read sync@1k)
+#   AB_ROUNDS=9 bash bench/ab.sh OLD_REV   (more rounds than 5, to judge a smaller difference)
 # Prints `lane build req/s cpu-us-per-request` and `sync@1k build p50-us p99-us` per run. Installs wrk if it
 # is missing; needs taskset and bc. Result copies are off (BENCH_MIRROR=true turns them on: bench/stack.sh).
 set -euo pipefail
@@ -50,7 +51,7 @@ at_1k() { # BUILD
 }
 lanes=${AB_LANES:-sync async read sync@1k}
 for lane in $lanes; do
-  for _ in 1 2 3 4 5; do
+  for _ in $(seq "${AB_ROUNDS:-5}"); do
     for v in old new; do if [ "$lane" = sync@1k ]; then at_1k $v; else run $v $lane; fi; done
   done
 done
