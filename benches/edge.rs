@@ -4,10 +4,10 @@
 //! `cargo bench --bench edge`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mediagate::admission::admit;
-use mediagate::catalog::{ENDPOINTS, Registry};
-use mediagate::store::embedded::Store;
-use mediagate::store::hash_key;
+use mediagate::adapters::store::embedded::Store;
+use mediagate::domain::admission::admit;
+use mediagate::domain::catalog::{ENDPOINTS, Registry};
+use mediagate::domain::tasks::hash_key;
 use serde_json::{Value, json};
 use std::hint::black_box;
 

@@ -1,28 +1,19 @@
 //! mediagate: a spec-driven API gateway in front of media-generation models.
 //!
-//! See ARCHITECTURE.md for the map: `catalog` is the spec compiled in, `http` the edge, `admission` the
-//! checks before anything is forwarded, `store` the durable state.
+//! The code is in layers, each importing only the layers below it (ARCHITECTURE.md has the map and the
+//! rules; `tests/architecture.rs` holds the code to them), from the outermost in:
+//! - `app`: the binary's parts: config, wiring, the demo and the simulator;
+//! - `edges`: the HTTP API, the console and the admin CLI;
+//! - `services`: the use cases;
+//! - `adapters`: the stores, the upstream family and object storage, implementing `ports`;
+//! - `ports`: the traits the use cases reach storage and the upstream through;
+//! - `support`: metrics, TLS and failpoints, for every layer above the domain;
+//! - `domain`: the catalog, validation, admission, billing and the records, with no I/O.
 
-pub mod admin_client;
-pub mod admission;
-pub mod billing;
-pub mod catalog;
-pub mod clock;
-pub mod config;
-pub mod console;
-pub mod demo;
-pub mod error;
-pub mod failpoint;
-pub mod http;
-pub mod limits;
-pub mod metrics;
-pub mod mirror;
-pub mod server;
-pub mod simulator;
-pub mod state;
-pub mod store;
-pub mod tasks;
-pub mod tls;
-pub mod upstream;
-pub mod validate;
-pub mod webhooks;
+pub mod adapters;
+pub mod app;
+pub mod domain;
+pub mod edges;
+pub mod ports;
+pub mod services;
+pub mod support;

@@ -1,7 +1,7 @@
 //! The `mediagate` command: the gateway, the demo stack, the simulator and the operator tools.
 
 use clap::{Args, Parser, Subcommand};
-use mediagate::config::Config;
+use mediagate::app::config::Config;
 use std::fmt::Display;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -54,7 +54,7 @@ enum Command {
         #[arg(long)]
         ca_file: Option<PathBuf>,
         #[command(subcommand)]
-        command: mediagate::admin_client::AdminCommand,
+        command: mediagate::edges::cli::AdminCommand,
     },
     /// Check a stopped gateway's ledger directly in its data dir.
     Ledger {
@@ -220,7 +220,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(args) => {
             let mut config = load_config(&args)?;
-            let upstreams = mediagate::upstream::Upstreams::from_config(&config)?;
+            let upstreams = mediagate::adapters::upstream::Upstreams::from_config(&config)?;
             for (region, models) in upstreams.unserved() {
                 tracing::warn!(
                     region,
@@ -229,19 +229,19 @@ fn run(cli: Cli) -> Result<(), String> {
                     "no upstream is configured for this region: its models answer 503 until the config sets one"
                 );
             }
-            let listener = mediagate::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
+            let listener = mediagate::app::server::bind(&config).map_err(|e| format!("bind {}: {e}", config.listen))?;
             let bound = listener.local_addr().map_err(|e| format!("bind {}: {e}", config.listen))?;
             // The port the system chose for `:0`: result links name the address clients reach.
             config.listen = bound;
-            let url = mediagate::server::public_url(&config, bound);
-            mediagate::server::system().block_on(async move {
-                let state = mediagate::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
+            let url = mediagate::app::server::public_url(&config, bound);
+            mediagate::app::server::system().block_on(async move {
+                let state = mediagate::app::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
                 print(format!("mediagate listening on {url}"))?;
                 let no_routes = |_: &mut actix_web::web::ServiceConfig| {};
-                mediagate::server::run(state, listener, no_routes).await.map_err(|e| e.to_string())
+                mediagate::app::server::run(state, listener, no_routes).await.map_err(|e| e.to_string())
             })
         }
-        Command::Demo(args) => mediagate::demo::run(mediagate::demo::DemoOptions {
+        Command::Demo(args) => mediagate::app::demo::run(mediagate::app::demo::DemoOptions {
             config: match &args.config {
                 Some(path) => Config::load(path)?,
                 None => Config::default(),
@@ -254,7 +254,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }),
         Command::Simulate(args) => simulate(args),
         Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
-            let store = mediagate::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
+            let store = mediagate::adapters::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let key = store.create_key(&account).map_err(|e| e.to_string())?;
             print(key)
         }
@@ -262,36 +262,36 @@ fn run(cli: Cli) -> Result<(), String> {
             let token = token.ok_or_else(|| {
                 format!("no admin token: set {ADMIN_TOKEN_ENV} to the gateway's admin token, or pass --token")
             })?;
-            let answer = mediagate::admin_client::run(&url, &token, ca_file.as_deref(), command)?;
+            let answer = mediagate::edges::cli::run(&url, &token, ca_file.as_deref(), command)?;
             print(&answer.body)?;
             if answer.is_success() { Ok(()) } else { Err(format!("the admin API answered {}", answer.status)) }
         }
         Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
-            let store = mediagate::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
+            let store = mediagate::adapters::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
             let report = store.verify_ledger().map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }
         Command::Store { command: StoreCommand::Copy { from_data_dir, to, ca_file } } => {
-            let options = mediagate::store::postgres::Options::new(to, ca_file);
+            let options = mediagate::adapters::store::postgres::Options::new(to, ca_file);
             let copied = actix_web::rt::System::new()
-                .block_on(mediagate::store::copy(&from_data_dir, options))
+                .block_on(mediagate::adapters::store::copy::copy(&from_data_dir, options))
                 .map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&copied).unwrap_or_default())
         }
         Command::Migrate { database_url, ca_file } => {
-            let options = mediagate::store::postgres::Options::new(database_url, ca_file);
+            let options = mediagate::adapters::store::postgres::Options::new(database_url, ca_file);
             let applied = actix_web::rt::System::new()
-                .block_on(mediagate::store::postgres::migrate(options))
+                .block_on(mediagate::adapters::store::postgres::migrate(options))
                 .map_err(|e| e.to_string())?;
             print(format!("{applied} migration(s) applied; the schema is current"))
         }
-        Command::Schemas { out } => mediagate::catalog::write_schemas(&out).map_err(|e| e.to_string()),
+        Command::Schemas { out } => mediagate::domain::catalog::write_schemas(&out).map_err(|e| e.to_string()),
     }
 }
 
 fn simulate(args: SimulateArgs) -> Result<(), String> {
-    let keys = mediagate::catalog::REGIONS
+    let keys = mediagate::domain::catalog::REGIONS
         .iter()
         .map(|r| (r.to_string(), simulator_keys(&args.key_prefix, r, args.keys)))
         .collect();
@@ -302,30 +302,30 @@ fn simulate(args: SimulateArgs) -> Result<(), String> {
             Some(dir) => dir.join("simulator-ca.pem"),
             None => std::env::temp_dir().join(format!("mediagate-simulator-{}-ca.pem", addr.port())),
         });
-        Some((mediagate::simulator::tls::generate(&ca_out)?, ca_out))
+        Some((mediagate::app::simulator::tls::generate(&ca_out)?, ca_out))
     } else {
         None
     };
     let public_base = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
-    let config = mediagate::simulator::SimulatorConfig {
+    let config = mediagate::app::simulator::SimulatorConfig {
         time_scale: args.time_scale,
         keys,
         data_dir: args.data_dir,
         public_base,
         query_qps: (args.query_qps > 0.0).then_some(args.query_qps),
     };
-    let simulator = std::sync::Arc::new(mediagate::simulator::Simulator::open(config)?);
+    let simulator = std::sync::Arc::new(mediagate::app::simulator::Simulator::open(config)?);
     print(simulator_banner(&simulator, &args.key_prefix, args.keys, tls.as_ref().map(|(_, path)| path)))?;
     actix_web::rt::System::new()
-        .block_on(
-            async move { mediagate::simulator::server(simulator, listener, tls.map(|(config, _)| config))?.await },
-        )
+        .block_on(async move {
+            mediagate::app::simulator::server(simulator, listener, tls.map(|(config, _)| config))?.await
+        })
         .map_err(|e| e.to_string())
 }
 
 /// Each region's base URL and keys, and a config that wires `mediagate serve` to them.
 fn simulator_banner(
-    simulator: &mediagate::simulator::Simulator,
+    simulator: &mediagate::app::simulator::Simulator,
     key_prefix: &str,
     keys: usize,
     ca_file: Option<&PathBuf>,
@@ -335,7 +335,7 @@ fn simulator_banner(
         text.push_str(&format!("CA certificate: {} (trust it with SSL_CERT_FILE or `ca_file`)\n", path.display()));
     }
     // Per region: its base URL, its keys, and the variable the config below reads them from.
-    let regions: Vec<(&str, String, String, String)> = mediagate::catalog::REGIONS
+    let regions: Vec<(&str, String, String, String)> = mediagate::domain::catalog::REGIONS
         .iter()
         .map(|region| {
             let env = format!("SIM_KEY_{}", region.to_uppercase().replace('-', "_"));

@@ -3,8 +3,8 @@
 //! with and without the gateway's own `callback_url`.
 #![allow(clippy::unwrap_used)]
 
-use mediagate::admission::admit;
-use mediagate::catalog::{ModelSpec, Registry};
+use mediagate::domain::admission::admit;
+use mediagate::domain::catalog::{ModelSpec, Registry};
 use serde_json::Value;
 use std::path::Path;
 
@@ -39,6 +39,6 @@ fn every_example_renders_its_expected_upstream_envelope() {
     }
     assert!(compared > 0);
     let seeded: std::collections::BTreeSet<&str> =
-        mediagate::catalog::MODELS.iter().map(|m| m.operation.as_str()).collect();
+        mediagate::domain::catalog::MODELS.iter().map(|m| m.operation.as_str()).collect();
     assert_eq!(operations, seeded, "at least one example per operation that has a model");
 }

@@ -50,7 +50,7 @@ impl Replicas {
         Demo::serve(
             &self.tmp.path().join(format!("replica-{n}")),
             &config,
-            &[("REPLICA_SIM_KEYS", KEYS), ("MEDIAGATE_LOG", "warn,mediagate::tasks=debug")],
+            &[("REPLICA_SIM_KEYS", KEYS), ("MEDIAGATE_LOG", "warn,mediagate::services::tasks=debug")],
         )
     }
 
@@ -502,8 +502,9 @@ fn one_replica_sees_at_once_what_another_did() {
 /// polled of the task; the replica that took it over can, and so can a client's change on any replica.
 #[test]
 fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
-    use mediagate::store::postgres::{Options, Store};
-    use mediagate::store::{Commit, Inserted, Storage, TaskRecord, TaskRef, TaskStatus};
+    use mediagate::adapters::store::postgres::{Options, Store};
+    use mediagate::domain::tasks::{TaskRecord, TaskStatus};
+    use mediagate::ports::storage::{Commit, Inserted, Storage, TaskRef};
     let cluster = Cluster::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let connect = || {
@@ -548,8 +549,9 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
 /// polls (their replica stopped) are handed out by the same turns, whichever replica claims them.
 #[test]
 fn replicas_take_turns_at_polling_by_creation_time() {
-    use mediagate::store::postgres::{Options, Store};
-    use mediagate::store::{Commit, Inserted, Storage, TaskRecord, TaskRef, TaskStatus};
+    use mediagate::adapters::store::postgres::{Options, Store};
+    use mediagate::domain::tasks::{TaskRecord, TaskStatus};
+    use mediagate::ports::storage::{Commit, Inserted, Storage, TaskRef};
     let cluster = Cluster::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let connect = || {
@@ -615,16 +617,16 @@ fn replicas_take_turns_at_polling_by_creation_time() {
 }
 
 /// A queued video task of `acme` created at `created_ms`, as a submission stores it.
-fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -> mediagate::store::TaskRecord {
-    mediagate::store::TaskRecord {
+fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -> mediagate::domain::tasks::TaskRecord {
+    mediagate::domain::tasks::TaskRecord {
         task_id: task_id.into(),
         request_id: format!("vid-{task_id}"),
         account: "acme".into(),
         key_prefix: "mg-test".into(),
         model: "alpha2.6-t2v_t2v".into(),
         operation: "t2v".into(),
-        media: mediagate::catalog::Media::Video,
-        status: mediagate::store::TaskStatus::Queued,
+        media: mediagate::domain::catalog::Media::Video,
+        status: mediagate::domain::tasks::TaskStatus::Queued,
         created_at: String::new(),
         created_ms,
         updated_ms: created_ms,

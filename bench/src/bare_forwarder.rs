@@ -48,7 +48,7 @@ fn main() -> std::io::Result<()> {
         std::process::exit(2);
     };
     if url.starts_with("https://") {
-        let tls = mediagate::tls::client_config(None).unwrap_or_else(|e| panic!("TLS: {e}"));
+        let tls = mediagate::support::tls::client_config(None).unwrap_or_else(|e| panic!("TLS: {e}"));
         let _ = TLS.set(tls);
     }
     let target = web::Data::new(Target { url: url.clone(), auth: format!("Bearer {key}") });

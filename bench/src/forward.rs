@@ -7,7 +7,7 @@ use crate::harness::{
     median, met, rss_bytes, start, wait_listening,
 };
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
-use mediagate::store::TaskStatus;
+use mediagate::domain::tasks::TaskStatus;
 use std::time::{Duration, Instant};
 
 /// Clients submitting at once in the async lane: durable commits are shared by the writes waiting together.

@@ -18,7 +18,7 @@ use crate::harness::{
     start, wait_listening,
 };
 use crate::loadgen::Connection;
-use mediagate::upstream::client::compact_time;
+use mediagate::adapters::upstream::client::compact_time;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;

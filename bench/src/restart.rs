@@ -12,12 +12,13 @@ use crate::harness::{
     ADMIN_ENV, ROUNDS, Server, UPSTREAM_KEY_ENV, bin_dir, call, free_port, gateway_config, median, met, rss_bytes,
     start, wait_listening,
 };
-use mediagate::billing::books::Pot;
-use mediagate::billing::{TaskBilling, pricing};
-use mediagate::catalog::{MODELS, Media, ModelSpec, TaskMode};
-use mediagate::clock::local_time;
-use mediagate::store::embedded::Store;
-use mediagate::store::{Commit, TaskError, TaskRecord, TaskResult, TaskStatus};
+use mediagate::adapters::store::embedded::Store;
+use mediagate::domain::billing::books::Pot;
+use mediagate::domain::billing::{TaskBilling, pricing};
+use mediagate::domain::catalog::{MODELS, Media, ModelSpec, TaskMode};
+use mediagate::domain::clock::local_time;
+use mediagate::domain::tasks::{TaskError, TaskRecord, TaskResult, TaskStatus};
+use mediagate::ports::storage::Commit;
 use serde_json::{Map, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,7 +231,7 @@ fn upstream_jobs(sim_addr: &str, count: usize) -> Result<Vec<Upstream>, String> 
     ];
     (0..count)
         .map(|_| {
-            let created_ms = mediagate::clock::now_ms();
+            let created_ms = mediagate::domain::clock::now_ms();
             let (status, answer) = call(sim_addr, "POST", LIVE_PATH, &headers, LIVE_BODY, Duration::from_secs(10));
             let id = serde_json::from_str::<serde_json::Value>(&answer)
                 .ok()
@@ -257,7 +258,7 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
     let all: Vec<&'static ModelSpec> = MODELS.iter().collect();
     let live_model = ModelSpec::find(LIVE_MODEL).ok_or("the catalog lost the in-flight tasks' model")?;
     let total = finished + live.len();
-    let now = mediagate::clock::now_ms();
+    let now = mediagate::domain::clock::now_ms();
     let threads = FILL_THREADS.min(total.max(1));
     let found: Vec<Result<Option<String>, String>> = std::thread::scope(|s| {
         let mut handles = Vec::new();

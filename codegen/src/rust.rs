@@ -1,8 +1,8 @@
 //! The Rust the gateway `include!`s: typed request structs that render the upstream envelope, the static
 //! tables of operations, endpoints, routes and models, and the actix-web route table.
 //!
-//! The generated code names types of the gateway's `catalog` module (`crate::catalog::*`) and its envelope
-//! builder (`crate::upstream::envelope`), which are the runtime's side of this contract.
+//! The generated code names types of the gateway's `catalog` module (`crate::domain::catalog::*`) and its envelope
+//! builder (`crate::domain::envelope`), which are the runtime's side of this contract.
 
 use crate::Spec;
 use crate::spec::{
@@ -72,17 +72,14 @@ pub fn generate(spec: &Spec) -> String {
             cfg.service(
                 actix_web::web::resource(ENDPOINTS[#i].path)
                     .app_data(actix_web::web::Data::new(&ENDPOINTS[#i]))
-                    .route(actix_web::web::post().to(crate::http::submit::submit))
-                    .default_service(actix_web::web::to(crate::http::post_only)),
+                    .route(actix_web::web::post().to(crate::edges::http::submit::submit))
+                    .default_service(actix_web::web::to(crate::edges::http::post_only)),
             );
         }
     });
     let tokens = quote! {
-        use crate::catalog::{
-            Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec, PixelRange, RouteSpec,
-            SyncResponse, TaskMode, TierPrice, TokenPrice, Transform, UpstreamWire, WireHeader,
-        };
-        use crate::upstream::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
+        use crate::domain::catalog::{Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec, PixelRange, RouteSpec, SyncResponse, TaskMode, TierPrice, TokenPrice, Transform, UpstreamWire, WireHeader};
+        use crate::domain::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
 
         /// Every operation of the spec.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

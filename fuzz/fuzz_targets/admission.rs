@@ -4,14 +4,14 @@
 
 use std::sync::OnceLock;
 
-fn registry() -> &'static mediagate::catalog::Registry {
-    static REGISTRY: OnceLock<mediagate::catalog::Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| mediagate::catalog::Registry::new(Vec::new()).unwrap_or_else(|e| panic!("{e}")))
+fn registry() -> &'static mediagate::domain::catalog::Registry {
+    static REGISTRY: OnceLock<mediagate::domain::catalog::Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| mediagate::domain::catalog::Registry::new(Vec::new()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
     let Ok(body) = serde_json::from_slice::<serde_json::Value>(bytes) else { return };
-    for endpoint in mediagate::catalog::ENDPOINTS {
-        let _ = mediagate::admission::admit(registry(), endpoint, body.clone());
+    for endpoint in mediagate::domain::catalog::ENDPOINTS {
+        let _ = mediagate::domain::admission::admit(registry(), endpoint, body.clone());
     }
 });

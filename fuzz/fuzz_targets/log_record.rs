@@ -3,5 +3,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {
-    let _ = mediagate::store::embedded::replay_log_bytes(bytes);
+    let _ = mediagate::adapters::store::embedded::replay_log_bytes(bytes);
 });

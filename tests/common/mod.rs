@@ -105,13 +105,13 @@ fn store_config(data_dir: &Path) -> String {
 pub fn agent(ca: Option<&Path>) -> ureq::Agent {
     let mut config = ureq::Agent::config_builder().http_status_as_error(false);
     if let Some(ca) = ca {
-        let roots = mediagate::tls::read_certificates(ca).unwrap();
+        let roots = mediagate::support::tls::read_certificates(ca).unwrap();
         let roots = roots.iter().map(|c| ureq::tls::Certificate::from_der(c).to_owned()).collect();
         config = config.tls_config(
             ureq::tls::TlsConfig::builder()
                 .provider(ureq::tls::TlsProvider::Rustls)
                 .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
-                .unversioned_rustls_crypto_provider(mediagate::tls::provider())
+                .unversioned_rustls_crypto_provider(mediagate::support::tls::provider())
                 .build(),
         );
     }

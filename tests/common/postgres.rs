@@ -41,7 +41,7 @@ pub fn shared_server() -> &'static str {
 /// A database of its own for `data_dir` on the shared server (created on first use): its URL.
 pub fn database_for(data_dir: &Path) -> String {
     let server = shared_server();
-    let digest = mediagate::store::hash_key(&data_dir.display().to_string());
+    let digest = mediagate::domain::tasks::hash_key(&data_dir.display().to_string());
     let name = format!("mg_{}", hex::encode(&digest[..8]));
     sql(server, &format!("CREATE DATABASE {name}"), true);
     with_database(server, &name)

@@ -1,0 +1,174 @@
+//! Where result copies live: an object store (`object_store`), a local directory (`results.dir`, else under
+//! the data dir) unless S3 is configured. An object's path starts with the day its copy expires
+//! (`{prefix}/{YYYY-MM-DD}/{task_id}.{index}`), so the sweeper deletes whole expired days and never needs an
+//! index of what expires when. A day is one flat directory on a filesystem: a copy creates its file, never a
+//! directory of its own (a directory per task made a copy cost twice the syscalls, and its journal's work).
+//! Copies made under the older layout (`{task_id}/{index}`) keep their paths, which their tasks record.
+
+use crate::app::config::Config;
+use futures_util::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::signer::Signer;
+use object_store::{
+    Attribute, Attributes, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt, PutMultipartOptions,
+    WriteMultipart,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Parts uploaded at once while a copy streams in.
+const PARTS_IN_FLIGHT: usize = 2;
+
+pub struct Files {
+    store: Arc<dyn ObjectStore>,
+    /// On S3 with `presigned_seconds` set: downloads are redirected to presigned URLs.
+    presigner: Option<(Arc<AmazonS3>, Duration)>,
+    /// Object attributes are stored on S3; the filesystem keeps none.
+    attributes: bool,
+    prefix: Path,
+}
+
+/// A result file as stored.
+pub struct Stored {
+    pub size: u64,
+    pub sha256: String,
+}
+
+impl Files {
+    pub fn from_config(config: &Config) -> Result<Files, String> {
+        let Some(s3) = &config.results.s3 else {
+            let dir = config.results.dir.clone().unwrap_or_else(|| config.data_dir.join("results"));
+            if config.store.url.is_some() && config.results.dir.is_none() {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "result copies are kept in this replica's data dir, where other replicas cannot serve them: \
+                     set results.s3, or results.dir to a directory every replica mounts"
+                );
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let local = LocalFileSystem::new_with_prefix(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?
+                .with_automatic_cleanup(true);
+            return Ok(Files { store: Arc::new(local), presigner: None, attributes: false, prefix: Path::default() });
+        };
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&s3.bucket);
+        if let Some(endpoint) = &s3.endpoint {
+            builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+        }
+        if let Some(region) = &s3.region {
+            builder = builder.with_region(region);
+        }
+        let bucket = Arc::new(builder.build().map_err(|e| format!("results.s3: {e}"))?);
+        let presigner = (s3.presigned_seconds > 0).then(|| (bucket.clone(), Duration::from_secs(s3.presigned_seconds)));
+        Ok(Files { store: bucket, presigner, attributes: true, prefix: Path::from(s3.prefix.as_str()) })
+    }
+
+    /// Where result `index` of `task_id` is copied, expiring at `expires_ms`.
+    pub fn path(&self, task_id: &str, index: usize, expires_ms: i64) -> String {
+        let day = chrono::DateTime::from_timestamp_millis(expires_ms).unwrap_or_default().format("%Y-%m-%d");
+        self.prefix.clone().join(day.to_string()).join(format!("{task_id}.{index}")).to_string()
+    }
+
+    /// Writes what `body` yields to `path` as it comes (in parts, never whole in memory), hashing it on the
+    /// way; a copy cut short leaves nothing at `path`.
+    pub async fn put<S, E>(&self, path: &str, content_type: &str, mut body: S) -> Result<Stored, String>
+    where
+        S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        use sha2::{Digest, Sha256};
+        let mut attributes = Attributes::new();
+        if self.attributes {
+            attributes.insert(Attribute::ContentType, content_type.to_string().into());
+        }
+        let options = PutMultipartOptions { attributes, ..Default::default() };
+        let upload = self.store.put_multipart_opts(&Path::from(path), options).await.map_err(|e| e.to_string())?;
+        let mut writer = WriteMultipart::new(upload);
+        let (mut hash, mut size) = (Sha256::new(), 0u64);
+        while let Some(chunk) = body.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    let _ = writer.abort().await;
+                    return Err(format!("reading the upstream's file: {e}"));
+                }
+            };
+            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = writer.abort().await;
+                return Err(e.to_string());
+            }
+            hash.update(&chunk);
+            size = size.saturating_add(chunk.len() as u64);
+            writer.put(chunk);
+        }
+        writer.finish().await.map_err(|e| e.to_string())?;
+        Ok(Stored { size, sha256: hex::encode(hash.finalize()) })
+    }
+
+    /// Reads `path`, or its `range`.
+    pub async fn get(&self, path: &str, range: Option<GetRange>) -> object_store::Result<GetResult> {
+        self.store.get_opts(&Path::from(path), GetOptions { range, ..Default::default() }).await
+    }
+
+    /// A presigned URL for `path`, where downloads are redirected to one.
+    pub async fn presigned(&self, path: &str) -> Option<Result<String, String>> {
+        let (bucket, valid_for) = self.presigner.as_ref()?;
+        let url = bucket.signed_url(http::Method::GET, &Path::from(path), *valid_for).await;
+        Some(url.map(|url| url.to_string()).map_err(|e| e.to_string()))
+    }
+
+    /// Deletes every copy whose expiry day is before `now_ms`'s; returns the objects and bytes left.
+    pub async fn sweep(&self, now_ms: i64) -> Result<(u64, u64), String> {
+        let today = chrono::DateTime::from_timestamp_millis(now_ms).unwrap_or_default().format("%Y-%m-%d").to_string();
+        let days = self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| e.to_string())?;
+        let (mut objects, mut bytes) = (0u64, 0u64);
+        for day in days.common_prefixes {
+            let expired = day.filename().is_some_and(|name| name < today.as_str());
+            let mut listed = self.store.list(Some(&day));
+            while let Some(object) = listed.next().await {
+                let object = object.map_err(|e| e.to_string())?;
+                if expired {
+                    self.store.delete(&object.location).await.map_err(|e| e.to_string())?;
+                } else {
+                    objects += 1;
+                    bytes = bytes.saturating_add(object.size);
+                }
+            }
+        }
+        Ok((objects, bytes))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const DAY_MS: i64 = 86_400_000;
+
+    /// Copies go under the day they expire; a sweep deletes the days before its own and counts the rest.
+    #[test]
+    fn a_sweep_deletes_the_copies_of_days_past() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
+        let files = Files::from_config(&config).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let start = 1_800_000_000_000;
+        let body = |text: &'static str| futures_util::stream::iter([Ok::<_, String>(bytes::Bytes::from(text))]);
+        runtime.block_on(async {
+            let old = files.path("task-a", 0, start);
+            let kept = files.path("task-b", 0, start + 2 * DAY_MS);
+            assert_ne!(old.split('/').next(), kept.split('/').next(), "{old} {kept}");
+            let stored = files.put(&old, "video/mp4", body("gone soon")).await.unwrap();
+            assert_eq!((stored.size, stored.sha256.len()), (9, 64));
+            files.put(&kept, "image/png", body("kept")).await.unwrap();
+            assert_eq!(files.sweep(start).await.unwrap(), (2, 13), "nothing has expired by its day");
+            assert_eq!(files.sweep(start + DAY_MS).await.unwrap(), (1, 4));
+            assert!(files.get(&old, None).await.is_err());
+            let read = files.get(&kept, Some(GetRange::Bounded(1..3))).await.unwrap().bytes().await.unwrap();
+            assert_eq!(&read[..], b"ep");
+        });
+    }
+}

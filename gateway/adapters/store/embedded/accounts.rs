@@ -1,0 +1,145 @@
+//! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
+
+use super::ledger;
+use super::{ACCOUNTS, Account, KEYS, KeyRecord, Refusal, Store, StoreError, Tx, decode, encode};
+use crate::domain::billing::books::{EntryKind, Posting, Pot};
+use crate::domain::tasks::hash_key;
+use std::sync::Arc;
+
+/// The account, created in `tx` if it does not exist yet.
+fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {
+    let mut table = tx.open_table(ACCOUNTS)?;
+    if let Some(account) = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()? {
+        return Ok(account);
+    }
+    let account = Account { name: name.to_string(), created_at: now(), plan: None };
+    table.insert(name, encode(&account)?.as_slice())?;
+    Ok(account)
+}
+
+fn now() -> String {
+    chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+impl Store {
+    /// Creates the account if it does not exist yet; returns it either way.
+    pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        let name = name.to_string();
+        self.write(move |tx| ensure_account_in(tx, &name))
+    }
+
+    /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of what
+    /// tasks in flight have earmarked from it), in one write: the name and the pot's entry together.
+    pub fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan, earmarks) = (account.to_string(), plan.to_string(), self.earmarks.clone());
+        self.write(move |tx| {
+            let mut record = tx
+                .open_table(ACCOUNTS)?
+                .get(account.as_str())?
+                .map(|v| decode::<Account>(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+            let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
+            let delta = allowance
+                .checked_sub(current)
+                .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the plan's allowance is out of range"))?;
+            if delta != 0 {
+                let posting = Posting {
+                    account: account.clone(),
+                    kind: EntryKind::Plan,
+                    pot: Pot::Plan,
+                    delta,
+                    task_id: None,
+                    note: format!("plan {plan}"),
+                };
+                ledger::append(tx, &earmarks, vec![posting], None, ledger::Keep::Rows)?;
+            }
+            record.plan = Some(plan);
+            tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+            Ok(record)
+        })
+    }
+
+    pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let tx = self.view()?;
+        let table = tx.open_table(ACCOUNTS)?;
+        table.get(name)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// Creates a key for `account` (creating the account too) and returns the plain key, once.
+    pub fn create_key(&self, account: &str) -> Result<String, StoreError> {
+        let key = crate::domain::tasks::new_key();
+        self.insert_key(account, &key)?;
+        Ok(key)
+    }
+
+    /// Stores a key chosen by the caller (`mediagate demo --api-key`); an existing key is left as it is.
+    pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        let hash = hash_key(key);
+        let prefix: String = key.chars().take(8).collect();
+        let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
+        self.write(move |tx| {
+            ensure_account_in(tx, &record.account)?;
+            let mut table = tx.open_table(KEYS)?;
+            if table.get(hash.as_slice())?.is_none() {
+                table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
+            }
+            Ok(())
+        })?;
+        self.key_cache.invalidate();
+        Ok(())
+    }
+
+    /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
+    pub fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        let (generation, cached) = self.key_cache.get(hash);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let tx = self.view()?;
+        let table = tx.open_table(KEYS)?;
+        let record = table.get(hash.as_slice())?.map(|v| decode::<KeyRecord>(v.value()).map(Arc::new)).transpose()?;
+        if let Some(record) = &record {
+            self.key_cache.put(generation, *hash, record.clone());
+        }
+        Ok(record)
+    }
+
+    /// Every key of an account, by prefix only.
+    pub fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        let tx = self.view()?;
+        let table = tx.open_table(KEYS)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let record: KeyRecord = decode(row?.1.value())?;
+            if record.account == account {
+                out.push(record);
+            }
+        }
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.prefix.cmp(&b.prefix)));
+        Ok(out)
+    }
+
+    /// Revokes the account's keys starting with `prefix`; returns how many.
+    pub fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
+        let (account, prefix) = (account.to_string(), prefix.to_string());
+        let count = self.write(move |tx| {
+            let mut table = tx.open_table(KEYS)?;
+            let mut hits = Vec::new();
+            for row in table.iter()? {
+                let (k, v) = row?;
+                let record: KeyRecord = decode(v.value())?;
+                if record.account == account && record.prefix.starts_with(&prefix) && !record.revoked {
+                    hits.push((k.value().to_vec(), record));
+                }
+            }
+            for (hash, record) in &mut hits {
+                record.revoked = true;
+                table.insert(hash.as_slice(), encode(record)?.as_slice())?;
+            }
+            Ok(hits.len())
+        })?;
+        self.key_cache.invalidate();
+        Ok(count)
+    }
+}

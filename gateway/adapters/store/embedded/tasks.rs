@@ -1,0 +1,237 @@
+//! Task records. Every status change is a compare-and-swap inside one write transaction, so a task reaches
+//! exactly one terminal state however many pollers, cancels and restarts race for it.
+
+use super::earmarks::{Book, Earmark};
+use super::ledger::{self, Keep};
+use super::{
+    Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,
+    StoredTask, TASKS, TASKS_BY_ACCOUNT, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
+};
+use crate::domain::billing::books::{Shortfall, hold_postings};
+use crate::domain::listing::TaskQuery;
+use crate::domain::usage_log::UsageFilter;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Writes a task stored for the first time, and indexes it.
+fn insert_new(tx: &Tx, task: &TaskRecord, bytes: &[u8]) -> Result<(), StoreError> {
+    tx.open_table(TASKS)?.insert(task.task_id.as_str(), bytes)?;
+    tx.open_table(TASKS_BY_ACCOUNT)?.insert(account_position(task), ())
+}
+
+/// A task's key in `TASKS_BY_ACCOUNT`.
+pub(super) fn account_position(task: &TaskRecord) -> (&str, i64, &str) {
+    (task.account.as_str(), task.created_ms, task.task_id.as_str())
+}
+
+impl Store {
+    /// Stores a new task in one transaction with its idempotency record and the hold on the account's
+    /// funds, committed as `commit` asks; resolves to what was decided, with the task as stored (with its
+    /// hold). Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
+    pub fn add_task(
+        &self,
+        mut new: TaskRecord,
+        idempotency: Option<IdempotencyClaim>,
+        hold: Option<Hold>,
+        commit: Commit,
+    ) -> Pending<Inserted> {
+        let earmarks = self.earmarks.clone();
+        self.queue(commit, move |tx: &Tx| {
+            // Every refusal is decided before the first write, so a refused insert writes nothing.
+            if let Some(claim) = &idempotency {
+                let table = tx.open_table(IDEMPOTENCY)?;
+                let existing: Option<IdempotencyRecord> =
+                    table.get(claim.key.as_str())?.map(|v| decode(v.value())).transpose()?;
+                if let Some(existing) = existing
+                    && claim.replacing.as_deref() != Some(existing.task_id.as_str())
+                {
+                    return Ok(Inserted::Duplicate(existing));
+                }
+            }
+            let earmark = match hold {
+                Some(hold) => match earmarks.earmark_from(&new.account, ledger::funds_in(tx, &new.account)?, hold) {
+                    Ok(earmark) => Some(earmark),
+                    Err(shortfall) => return Ok(Inserted::Shortfall(shortfall)),
+                },
+                None => None,
+            };
+            if let Some(claim) = &idempotency {
+                tx.open_table(IDEMPOTENCY)?.insert(claim.key.as_str(), encode(&claim.record)?.as_slice())?;
+            }
+            if let Some(earmark) = earmark {
+                let split = earmark.split().to_vec();
+                let postings = hold_postings(&new.account, &new.task_id, &new.model, &split);
+                // Held: the earmark becomes ledger entries at once.
+                ledger::append(tx, &earmarks, postings, Some(earmark), Keep::Rows)?;
+                if let Some(billing) = new.billing.as_mut() {
+                    billing.hold = split;
+                }
+            }
+            let bytes = encode(&new)?;
+            insert_new(tx, &new, &bytes)?;
+            if new.status.is_terminal() {
+                queue_follow_ups(tx, &new)?;
+            } else {
+                tx.open_table(IN_FLIGHT)?.insert(new.task_id.as_str(), ())?;
+            }
+            Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes })))
+        })
+    }
+
+    /// Earmarks `hold` from the account's funds in memory, for a task written once, when it ends
+    /// ([`Store::add_ended`]); writes nothing. At once when the account's funds are known, else through
+    /// the writer. Resolves to the earmark, or to why the account cannot fund it.
+    pub async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        // A stopped writer could not store the task's end: refuse before the upstream is called.
+        if !self.writer.running() {
+            return Err(StoreError::unavailable("the store can no longer make writes durable"));
+        }
+        if let Some(decided) = self.earmarks.try_earmark(account, hold) {
+            return Ok(decided);
+        }
+        let (account, earmarks) = (account.to_string(), self.earmarks.clone());
+        self.queue(Commit::Deferred, move |tx: &Tx| {
+            Ok(earmarks.earmark_from(&account, ledger::funds_in(tx, &account)?, hold))
+        })
+        .await
+    }
+
+    /// [`Store::earmark`] when the account's funds are known (no write needed), with the writer running.
+    pub fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
+        if !self.writer.running() {
+            return None;
+        }
+        self.earmarks.try_earmark(account, hold)
+    }
+
+    /// Stores a task that has ended, with its settlement (the charge of what it used from `earmark`), in one
+    /// durable write. The earmark is released with it, or when the write does not happen.
+    pub fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Pending<TaskRecord> {
+        let earmarks = self.earmarks.clone();
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            if !task.status.is_terminal() {
+                return Err(StoreError::new(format!("task {} is stored once it ends, not before", task.task_id)));
+            }
+            settle(tx, &earmarks, &mut task, Some(earmark))?;
+            queue_follow_ups(tx, &task)?;
+            insert_new(tx, &task, &encode(&task)?)?;
+            Ok(task)
+        })
+    }
+
+    pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let tx = self.view()?;
+        let table = tx.open_table(TASKS)?;
+        table.get(task_id)?.map(|v| decode(v.value())).transpose()
+    }
+
+    /// The account's tasks `query` selects, newest first.
+    pub fn list_tasks(&self, query: &TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        let view = self.view()?;
+        let (tasks, by_account) = (view.open_table(TASKS)?, view.open_table(TASKS_BY_ACCOUNT)?);
+        let account = query.account.as_str();
+        let (since, upper) = (query.created_since.unwrap_or(i64::MIN), query.upper_bound());
+        let mut listed = Vec::new();
+        for row in by_account.range_back((account, since, ""), (account, upper.created_ms, upper.task_id.as_str()))? {
+            if listed.len() >= query.limit {
+                break;
+            }
+            let (key, _) = row?;
+            let Some(stored) = tasks.get(key.value().2)? else { continue };
+            let task: TaskRecord = decode(stored.value())?;
+            if query.keeps(&task) {
+                listed.push(task);
+            }
+        }
+        Ok(listed)
+    }
+
+    /// The usage log's lines `filter` keeps, oldest first: one per settled task, dated when it ended.
+    pub fn usage(&self, filter: &UsageFilter) -> Result<Vec<Value>, StoreError> {
+        let tx = self.view()?;
+        let tasks: Vec<TaskRecord> =
+            tx.open_table(TASKS)?.iter()?.map(|row| decode(row?.1.value())).collect::<Result<_, _>>()?;
+        Ok(filter.lines(&tasks)?)
+    }
+
+    /// Applies `change` if the task is still in one of `expected`, committed as `commit` asks; resolves to
+    /// the new record, or `None` when the task moved on meanwhile (someone else won the race) or does not
+    /// exist.
+    pub fn change_task(
+        &self,
+        task: impl Into<TaskRef>,
+        expected: &[TaskStatus],
+        commit: Commit,
+        change: impl FnOnce(&mut TaskRecord) + Send + 'static,
+    ) -> Pending<Option<TaskRecord>> {
+        let (task, expected, earmarks) = (task.into(), expected.to_vec(), self.earmarks.clone());
+        self.queue(commit, move |tx: &Tx| {
+            let (task_id, known) = match task {
+                TaskRef::Id(id) | TaskRef::Polled(id) => (id, None),
+                TaskRef::AsStored(task) => (task.record.task_id.clone(), Some(task)),
+            };
+            let mut tasks = tx.open_table(TASKS)?;
+            let current = match (tasks.get(task_id.as_str())?, known) {
+                (Some(stored), Some(known)) if stored.value() == known.bytes.as_slice() => Some(known.record),
+                (stored, _) => stored.map(|v| decode::<TaskRecord>(v.value())).transpose()?,
+            };
+            let Some(mut task) = current.filter(|t| expected.contains(&t.status)) else { return Ok(None) };
+            change(&mut task);
+            if task.status.is_terminal() {
+                tx.open_table(IN_FLIGHT)?.remove(task_id.as_str())?;
+                // Settlement rides in the transaction that makes the task terminal: exactly once; so does
+                // the delivery of its end.
+                settle(tx, &earmarks, &mut task, None)?;
+                queue_follow_ups(tx, &task)?;
+            }
+            tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
+            Ok(Some(task))
+        })
+    }
+
+    /// Every task that has not reached a terminal state.
+    pub fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let tx = self.view()?;
+        let ids = tx.open_table(IN_FLIGHT)?;
+        let tasks = tx.open_table(TASKS)?;
+        let mut out = Vec::new();
+        for row in ids.iter()? {
+            let (id, _) = row?;
+            if let Some(v) = tasks.get(id.value())? {
+                out.push(decode(v.value())?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The idempotency record stored under `key`.
+    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let tx = self.view()?;
+        let table = tx.open_table(IDEMPOTENCY)?;
+        table.get(key)?.map(|v| decode(v.value())).transpose()
+    }
+}
+
+/// Settles `task`, which has just ended, inside `tx` ([`crate::domain::billing::settle`]): appends its entries,
+/// spending `spending` if given. An earmarked task's charge is journaled on its settlement, which the caller
+/// writes in the same transaction.
+fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option<Earmark>) -> Result<(), StoreError> {
+    let keep = match task.billing.as_ref() {
+        Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
+        _ => Keep::Rows,
+    };
+    let Some(postings) = task.settle() else { return Ok(()) };
+    let first = ledger::append(tx, earmarks, postings, spending, keep)?;
+    if keep == Keep::OnSettlement
+        && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
+    {
+        settlement.ledger_seq = first;
+    }
+    Ok(())
+}
+
+/// What the write ending a task queues with it: the delivery of its end, and the copy of its results.
+fn queue_follow_ups(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
+    super::webhooks::enqueue(tx, task)?;
+    super::mirrors::enqueue(tx, task)
+}

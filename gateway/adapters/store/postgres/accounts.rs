@@ -1,0 +1,159 @@
+//! Accounts, their keys (SHA-256 hashes) and model switches.
+
+use super::changes::CHANNEL;
+use super::{db_error, ledger};
+use crate::domain::billing::books::{EntryKind, Posting, Pot};
+use crate::domain::tasks::{Account, KeyRecord, hash_key};
+use crate::ports::storage::{Refusal, StoreError};
+use deadpool_postgres::GenericClient;
+use deadpool_postgres::Object;
+
+fn now() -> String {
+    chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+fn account_of(row: &tokio_postgres::Row) -> Account {
+    Account { name: row.get(0), created_at: row.get(1), plan: row.get(2) }
+}
+
+/// Tells every replica that keys or switches changed, when the caller's transaction commits.
+async fn announce(client: &impl GenericClient, what: &str) -> Result<(), StoreError> {
+    client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &what]).await.map_err(db_error)?;
+    Ok(())
+}
+
+pub(super) async fn ensure(client: &impl GenericClient, name: &str) -> Result<Account, StoreError> {
+    client
+        .execute(
+            "INSERT INTO accounts (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &now()],
+        )
+        .await
+        .map_err(db_error)?;
+    get(client, name).await?.ok_or_else(|| StoreError::new(format!("account {name} vanished")))
+}
+
+pub(super) async fn get(client: &impl GenericClient, name: &str) -> Result<Option<Account>, StoreError> {
+    let row = client
+        .query_opt("SELECT name, created_at, plan FROM accounts WHERE name = $1", &[&name])
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(account_of))
+}
+
+/// The plan's name and its pot's entry, in one transaction; the pot is set to `allowance`.
+pub(super) async fn set_plan(
+    client: &mut Object,
+    account: &str,
+    plan: &str,
+    allowance: i64,
+) -> Result<Account, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let row =
+        tx.query_opt("SELECT name FROM accounts WHERE name = $1 FOR UPDATE", &[&account]).await.map_err(db_error)?;
+    if row.is_none() {
+        return Err(StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")));
+    }
+    let current = ledger::funds(&tx, account, true).await?.unwrap_or_default().plan;
+    let delta = allowance
+        .checked_sub(current)
+        .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the plan's allowance is out of range"))?;
+    if delta != 0 {
+        let posting = Posting {
+            account: account.to_string(),
+            kind: EntryKind::Plan,
+            pot: Pot::Plan,
+            delta,
+            task_id: None,
+            note: format!("plan {plan}"),
+        };
+        ledger::append(&tx, &[posting]).await?;
+    }
+    let row = tx
+        .query_one("UPDATE accounts SET plan = $2 WHERE name = $1 RETURNING name, created_at, plan", &[&account, &plan])
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(account_of(&row))
+}
+
+pub(super) async fn insert_key(client: &mut Object, account: &str, key: &str) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    ensure(&tx, account).await?;
+    let prefix: String = key.chars().take(8).collect();
+    tx.execute(
+        "INSERT INTO api_keys (hash, account, prefix, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
+        &[&hash_key(key).as_slice(), &account, &prefix, &now()],
+    )
+    .await
+    .map_err(db_error)?;
+    announce(&tx, "keys").await?;
+    tx.commit().await.map_err(db_error)
+}
+
+fn key_of(row: &tokio_postgres::Row) -> KeyRecord {
+    KeyRecord { account: row.get(0), prefix: row.get(1), created_at: row.get(2), revoked: row.get(3) }
+}
+
+pub(super) async fn key(client: &Object, hash: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+    let statement = client
+        .prepare_cached("SELECT account, prefix, created_at, revoked FROM api_keys WHERE hash = $1")
+        .await
+        .map_err(db_error)?;
+    let row = client.query_opt(&statement, &[&hash.as_slice()]).await.map_err(db_error)?;
+    Ok(row.as_ref().map(key_of))
+}
+
+pub(super) async fn keys_of(client: &Object, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT account, prefix, created_at, revoked FROM api_keys WHERE account = $1 ORDER BY created_at, prefix",
+            &[&account],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.iter().map(key_of).collect())
+}
+
+pub(super) async fn revoke_keys(client: &mut Object, account: &str, prefix: &str) -> Result<usize, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let revoked = tx
+        .execute(
+            "UPDATE api_keys SET revoked = true WHERE account = $1 AND starts_with(prefix, $2) AND NOT revoked",
+            &[&account, &prefix],
+        )
+        .await
+        .map_err(db_error)?;
+    announce(&tx, "keys").await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(revoked as usize)
+}
+
+pub(super) async fn model_switches(client: &Object) -> Result<Vec<(String, bool)>, StoreError> {
+    let rows = client.query("SELECT model, enabled FROM model_switches", &[]).await.map_err(db_error)?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+/// The secret kept under `name`, `made` if none was: the first replica to ask decides it for all. Two
+/// statements, so that the read's snapshot sees a row another replica's insert won the race with.
+pub(super) async fn shared_secret(client: &Object, name: &str, made: &[u8]) -> Result<Vec<u8>, StoreError> {
+    client
+        .execute("INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", &[&name, &made])
+        .await
+        .map_err(db_error)?;
+    let row = client.query_one("SELECT value FROM secrets WHERE name = $1", &[&name]).await.map_err(db_error)?;
+    Ok(row.get(0))
+}
+
+pub(super) async fn set_model_switch(client: &Object, model: &str, enabled: bool) -> Result<(), StoreError> {
+    // One statement, so the notice goes with its commit.
+    client
+        .execute(
+            "WITH switched AS (INSERT INTO model_switches (model, enabled) VALUES ($1, $2) \
+             ON CONFLICT (model) DO UPDATE SET enabled = EXCLUDED.enabled) SELECT pg_notify($3, 'switches')",
+            &[&model, &enabled, &CHANNEL],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}

@@ -1,0 +1,533 @@
+//! The PostgreSQL backend: every replica with the same database URL serves the same accounts, keys, tasks
+//! and ledger.
+//!
+//! Every write is one SQL transaction, committed before its future resolves. A task's change is a
+//! compare-and-swap on its row (`SELECT … FOR UPDATE`, then the status checked), and the settlement rides
+//! in the transaction that ends it. Every decision to spend is made in the database: the account's `funds`
+//! row is locked, billing's funding order splits the amount over what it holds, and the `CHECK`s on the
+//! pots refuse anything that would leave one negative. Nothing is earmarked in memory, so a synchronous
+//! task is stored with a hold like any other.
+//!
+//! The connections run on a small runtime of their own (the HTTP workers are single-threaded runtimes
+//! that come and go); a call hops onto it and back. The schema is refinery's versioned migrations under
+//! `migrations/`, applied at start under an advisory lock. Changes other replicas must see (keys, model
+//! switches) are announced with `NOTIFY` (`changes`).
+
+mod accounts;
+mod batch;
+mod changes;
+mod import;
+mod ledger;
+mod mirrors;
+mod rates;
+mod replicas;
+mod tasks;
+mod webhooks;
+
+use super::keys::KeyCache;
+use crate::adapters::store::embedded::Earmark;
+use crate::domain::billing::audit::LedgerReport;
+use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
+use crate::domain::copies::Mirror;
+use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
+use crate::domain::listing::TaskQuery;
+use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskResult, TaskStatus};
+use crate::domain::usage_log::UsageFilter;
+use crate::ports::storage::{
+    Commit, Forwarded, IdempotencyClaim, Inserted, SettingsChange, Storage, StoreError, TaskChange, TaskRef,
+};
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+refinery::embed_migrations!("gateway/adapters/store/postgres/migrations");
+
+/// Held while migrations run, so replicas that start together apply them once.
+const MIGRATION_LOCK: i64 = 0x6d65_6469_6167_6174; // "mediagat"
+/// How long a call waits for a connection, or for one to be made, before it is answered as unavailable.
+const CONNECT_WAIT: Duration = Duration::from_secs(5);
+/// The longest wait between two attempts to reach the database at start.
+const RETRY_AT_MOST: Duration = Duration::from_secs(10);
+
+/// Where the database is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `postgres://user:password@host:port/dbname?sslmode=…` (or the key=value form).
+    pub url: String,
+    /// Connections per replica.
+    pub pool_size: usize,
+    /// Unfinished tasks one account may have, across every replica.
+    pub max_in_flight_per_account: usize,
+    /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Options {
+    /// For a command that is not a gateway (a migration, a copy): a few connections, no limits to keep.
+    pub fn new(url: String, ca_file: Option<PathBuf>) -> Options {
+        Options { url, pool_size: 2, ca_file, max_in_flight_per_account: usize::MAX }
+    }
+}
+
+/// The runtime every connection runs on: one per process, never dropped (a runtime may not be dropped
+/// inside another, which is where the last handle to the store usually goes).
+static RUNTIME: LazyLock<std::io::Result<tokio::runtime::Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("mediagate-postgres").enable_all().build()
+});
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime, StoreError> {
+    RUNTIME.as_ref().map_err(|e| StoreError::new(format!("the database's runtime did not start: {e}")))
+}
+
+/// Runs `work` on the database's runtime and waits for it from any other.
+async fn on_runtime<T: Send + 'static>(
+    work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    runtime()?.spawn(work).await.map_err(|e| StoreError::new(format!("a database call stopped: {e}")))?
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    max_in_flight: i32,
+    replica: replicas::Replica,
+    keys: Arc<KeyCache>,
+    rates: Arc<rates::Rates>,
+    changes: changes::Changes,
+    batcher: batch::Batcher,
+    /// The tasks the last claim gave this replica's poller.
+    taken: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Store {
+    /// Connects, retrying with backoff while the database cannot be reached (each failure is logged), and
+    /// applies the migrations it lacks.
+    pub async fn connect(options: Options) -> Result<Store, StoreError> {
+        on_runtime(async move {
+            let (config, tls) = (pg_config(&options.url)?, tls(&options)?);
+            let mut delay = Duration::from_millis(250);
+            loop {
+                match migrate_with(&config, tls.clone()).await {
+                    Ok(applied) => {
+                        if applied > 0 {
+                            tracing::info!(applied, "database migrations applied");
+                        }
+                        break;
+                    }
+                    Err(e) if e.is_unavailable() => {
+                        tracing::warn!(error = %e.reason(), retry_in_ms = delay.as_millis() as u64, "database unreachable; retrying");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(RETRY_AT_MOST);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+            let manager = Manager::from_config(config.clone(), tls.clone(), manager_config);
+            let pool = Pool::builder(manager)
+                .max_size(options.pool_size.max(1))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(CONNECT_WAIT))
+                .create_timeout(Some(CONNECT_WAIT))
+                .recycle_timeout(Some(CONNECT_WAIT))
+                .build()
+                .map_err(|e| StoreError::new(format!("database pool: {e}")))?;
+            let keys = Arc::new(KeyCache::with_max_age(changes::REREAD_EVERY));
+            let changes = changes::Changes::listen(config, tls, keys.clone());
+            let replica = replicas::Replica::new();
+            let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+            replica.join(&client).await?;
+            drop(client);
+            replica.start_beating(pool.clone());
+            let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
+            let batcher = batch::Batcher::start(pool.clone());
+            let (rates, taken) = (Arc::default(), Arc::default());
+            Ok(Store { pool, max_in_flight, replica, keys, rates, changes, batcher, taken })
+        })
+        .await
+    }
+
+    /// Fills the database, which must be empty, with `export` (`mediagate store copy`).
+    pub async fn import(&self, export: crate::ports::storage::Export) -> Result<(), StoreError> {
+        self.with(move |mut client| async move { import::import(&mut client, &export).await }).await
+    }
+
+    /// Runs `op` with a pooled connection, on the database's runtime.
+    async fn with<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Object) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send,
+    {
+        let pool = self.pool.clone();
+        on_runtime(async move {
+            let client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+            op(client).await
+        })
+        .await
+    }
+}
+
+/// Applies the migrations the database lacks, on a connection of its own, under an advisory lock; returns
+/// how many it applied.
+pub async fn migrate(options: Options) -> Result<usize, StoreError> {
+    on_runtime(async move { migrate_with(&pg_config(&options.url)?, tls(&options)?).await }).await
+}
+
+async fn migrate_with(
+    config: &tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<usize, StoreError> {
+    let (mut client, connection) = config.connect(tls).await.map_err(db_error)?;
+    let driver = tokio::spawn(connection);
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(db_error)?;
+    let report = migrations::runner().run_async(&mut client).await;
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await.map_err(db_error);
+    drop(client);
+    let _ = driver.await;
+    let report = report.map_err(|e| StoreError::new(format!("database migration: {e}")))?;
+    unlocked?;
+    Ok(report.applied_migrations().len())
+}
+
+/// TLS to the database (used as the URL's `sslmode` asks), trusting what the upstreams trust plus `ca_file`.
+/// No ALPN: PostgreSQL 17 refuses a protocol other than its own, which earlier versions do not offer.
+fn tls(options: &Options) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    let mut config = (*crate::support::tls::client_config(options.ca_file.as_deref())
+        .map_err(|e| StoreError::new(format!("database TLS: {e}")))?)
+    .clone();
+    config.alpn_protocols.clear();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+fn pg_config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e| StoreError::new(format!("the database URL does not parse: {e}")))?;
+    config.application_name("mediagate").connect_timeout(CONNECT_WAIT).keepalives_idle(Duration::from_secs(30));
+    Ok(config)
+}
+
+/// A database error as the store reports it: a lost, refused or timed-out connection, or a server shutting
+/// down, is the database being unavailable (503, and `/readyz` not ready); anything else is a failure.
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    let unreachable = match e.code() {
+        None => e.is_closed() || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
+        Some(code) => {
+            let class = code.code().get(..2).unwrap_or_default();
+            // 08: connection exception; 57: operator intervention (shutdown, cannot connect now).
+            class == "08" || class == "57" || *code == tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS
+        }
+    };
+    if unreachable {
+        StoreError::unavailable(format!("database: {e}"))
+    } else {
+        StoreError::new(format!("database: {e}"))
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for Store {
+    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::ensure(&client, &name).await }).await
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::get(&client, &name).await }).await
+    }
+
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan) = (account.to_string(), plan.to_string());
+        self.with(move |mut client| async move { accounts::set_plan(&mut client, &account, &plan, allowance).await })
+            .await
+    }
+
+    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        let (account, key) = (account.to_string(), key.to_string());
+        self.with(move |mut client| async move { accounts::insert_key(&mut client, &account, &key).await }).await?;
+        self.keys.invalidate();
+        Ok(())
+    }
+
+    async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        let (generation, cached) = self.keys.get(hash);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let owned = *hash;
+        let record = self.with(move |client| async move { accounts::key(&client, &owned).await }).await?;
+        let record = record.map(Arc::new);
+        if let Some(record) = &record {
+            self.keys.put(generation, *hash, record.clone());
+        }
+        Ok(record)
+    }
+
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        self.keys.get(hash).1
+    }
+
+    fn keeps_limits(&self) -> bool {
+        true
+    }
+
+    async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError> {
+        let second = crate::domain::clock::now_ms().div_euclid(1000);
+        if self.rates.spend(hash, second).is_some() {
+            return Ok(true);
+        }
+        // A batch small enough that what the replicas hold unspent stays within a tenth of the limit.
+        let replicas = self.replica.share().unwrap_or(1);
+        let batch = (per_second / replicas.saturating_mul(10).max(1)).max(1);
+        let key = *hash;
+        let granted = self
+            .with(move |mut client| async move { rates::take(&mut client, &key, second, batch, per_second).await })
+            .await?;
+        Ok(self.rates.keep(*hash, second, granted))
+    }
+
+    async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { accounts::keys_of(&client, &account).await }).await
+    }
+
+    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
+        let (account, prefix) = (account.to_string(), prefix.to_string());
+        let revoked = self
+            .with(move |mut client| async move { accounts::revoke_keys(&mut client, &account, &prefix).await })
+            .await?;
+        self.keys.invalidate();
+        Ok(revoked)
+    }
+
+    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+        self.with(move |mut client| async move {
+            let tx = client.transaction().await.map_err(db_error)?;
+            ledger::append(&tx, &postings).await?;
+            tx.commit().await.map_err(db_error)
+        })
+        .await
+    }
+
+    async fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { Ok(ledger::funds(&client, &account, false).await?.is_some()) }).await
+    }
+
+    async fn funds(&self, account: &str) -> Result<Funds, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { Ok(ledger::funds(&client, &account, false).await?.unwrap_or_default()) })
+            .await
+    }
+
+    fn earmarked(&self, _: &str) -> Funds {
+        Funds::default()
+    }
+
+    async fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        let account = account.map(str::to_string);
+        self.with(move |client| async move { ledger::entries(&client, account.as_deref()).await }).await
+    }
+
+    async fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
+        self.with(|mut client| async move { ledger::verify(&mut client).await }).await
+    }
+
+    async fn usage(&self, filter: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
+        self.with(move |client| async move { tasks::usage(&client, &filter).await }).await
+    }
+
+    async fn add_task(
+        &self,
+        new: TaskRecord,
+        idempotency: Option<IdempotencyClaim>,
+        hold: Option<Hold>,
+        _: Commit,
+    ) -> Result<Inserted, StoreError> {
+        let (replica, cap) = (self.replica.id.clone(), self.max_in_flight);
+        self.with(move |mut client| async move {
+            tasks::add(&mut client, tasks::New { task: new, idempotency, hold, cap }, &replica).await
+        })
+        .await
+    }
+
+    fn earmarks_in_memory(&self) -> bool {
+        false
+    }
+
+    async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    fn earmark_now(&self, _: &str, _: Hold) -> Option<Result<Earmark, Shortfall>> {
+        None
+    }
+
+    async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
+        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let task_id = task_id.to_string();
+        self.with(move |client| async move { tasks::get(&client, &task_id).await }).await
+    }
+
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(move |client| async move { tasks::list(&client, &query).await }).await
+    }
+
+    async fn change_task(
+        &self,
+        task: TaskRef,
+        expected: &[TaskStatus],
+        _: Commit,
+        change: TaskChange,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let fence = matches!(task, TaskRef::Polled(_)).then(|| self.replica.id.clone());
+        let target = batch::Target { task_id: task.task_id().to_string(), expected: expected.to_vec(), fence };
+        let batcher = self.batcher.clone();
+        on_runtime(async move { batcher.write(target, change).await }).await
+    }
+
+    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+        let (task_id, replica) = (task.task_id().to_string(), self.replica.clone());
+        self.with(move |mut client| async move { tasks::forwarded(&mut client, &task_id, &replica, change).await })
+            .await
+    }
+
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let (replica, taken) = (self.replica.id.clone(), self.taken.clone());
+        let acknowledged = std::mem::take(&mut *taken.lock().unwrap_or_else(|e| e.into_inner()));
+        let claimed =
+            self.with(move |client| async move { replicas::claim(&client, &replica, &acknowledged).await }).await;
+        // What this claim gives is acknowledged by the next one, once the poller has it.
+        if let Ok(tasks) = &claimed {
+            *self.taken.lock().unwrap_or_else(|e| e.into_inner()) = tasks.iter().map(|t| t.task_id.clone()).collect();
+        }
+        claimed
+    }
+
+    async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError> {
+        let (task_id, replica) = (task_id.to_string(), self.replica.id.clone());
+        self.with(move |client| async move { replicas::polls_here(&client, &task_id, &replica).await }).await
+    }
+
+    async fn leased(&self, after: Option<String>, limit: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        let replica = self.replica.id.clone();
+        self.with(move |client| async move { replicas::leased(&client, &replica, after, limit).await.map(Some) }).await
+    }
+
+    async fn abandoned(&self, task: &TaskRecord, _: i64) -> Result<bool, StoreError> {
+        let (task_id, replica) = (task.task_id.clone(), self.replica.id.clone());
+        self.with(move |client| async move { replicas::abandoned(&client, &task_id, &replica).await }).await
+    }
+
+    fn poll_share(&self) -> Option<u32> {
+        self.replica.share()
+    }
+
+    async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let key = key.to_string();
+        self.with(move |client| async move { tasks::idempotency(&client, &key).await }).await
+    }
+
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(move |client| async move { mirrors::due(&client, now_ms, lease_ms, limit).await }).await
+    }
+
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        self.with(move |client| async move { mirrors::renew(&client, &task_ids, until_ms).await }).await
+    }
+
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let task_id = task_id.to_string();
+        self.with(
+            move |mut client| async move { mirrors::save(&mut client, &task_id, mirror, results, retry_ms).await },
+        )
+        .await
+    }
+
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { webhooks::settings(&client, &account).await }).await
+    }
+
+    async fn change_webhook_settings(
+        &self,
+        account: &str,
+        change: SettingsChange,
+    ) -> Result<WebhookSettings, StoreError> {
+        let account = account.to_string();
+        self.with(move |mut client| async move { webhooks::change_settings(&mut client, &account, change).await }).await
+    }
+
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+        self.with(move |client| async move { webhooks::due(&client, now_ms, limit).await }).await
+    }
+
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+        self.with(move |mut client| async move { webhooks::save(&mut client, attempted).await }).await
+    }
+
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        let id = id.to_string();
+        self.with(move |mut client| async move { webhooks::replay(&mut client, &id, now_ms).await }).await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        let id = id.to_string();
+        self.with(move |client| async move { webhooks::get(&client, &id).await }).await
+    }
+
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        self.with(move |client| async move { webhooks::list(&client, &filter).await }).await
+    }
+
+    async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
+        self.with(|client| async move { accounts::model_switches(&client).await }).await
+    }
+
+    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
+        let model = model.to_string();
+        self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
+    }
+
+    async fn shared_secret(&self, name: &str, made: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        let name = name.to_string();
+        self.with(move |client| async move { accounts::shared_secret(&client, &name, &made).await.map(Some) }).await
+    }
+
+    fn writable(&self) -> bool {
+        true
+    }
+
+    async fn broken(&self) {
+        // An outage is waited out: calls answer 503 meanwhile and the pool reconnects by itself.
+        std::future::pending().await
+    }
+
+    async fn caught_up(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn changed(&self) {
+        self.changes.next().await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        let replica = self.replica.clone();
+        let left = self.with(move |client| async move { replica.leave(&client).await }).await;
+        self.pool.close();
+        left
+    }
+}

@@ -1,0 +1,499 @@
+//! HTTP calls to the upstream: create, query, cancel, list. One region's base URL and keys per call, never
+//! another's.
+
+use super::connect::{ProxyChoice, Transport};
+use super::errors::UpstreamError;
+use crate::app::config::Config;
+use crate::domain::catalog::{ModelSpec, TaskMode};
+use awc::http::Uri;
+use awc::http::header::{AUTHORIZATION, HeaderValue};
+use bytes::Bytes;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// One region's upstream.
+#[derive(Debug)]
+pub struct RegionUpstream {
+    pub region: &'static str,
+    pub base_url: String,
+    /// `Authorization` of each key, built once (marked sensitive: never shown in a debug print).
+    authorizations: Vec<HeaderValue>,
+    next_key: AtomicUsize,
+    pub timeout: Duration,
+    /// The address of each upstream route (`catalog::ROUTES`) under this base URL, parsed once: the calls
+    /// that create tasks clone one instead of formatting and parsing it again.
+    route_uris: HashMap<&'static str, Uri, foldhash::fast::RandomState>,
+    transport: Transport,
+}
+
+/// How a region's upstream is reached, besides its base URL.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach<'a> {
+    /// A PEM file of CAs trusted for this upstream besides the system's.
+    pub ca_file: Option<&'a Path>,
+    pub proxy: ProxyChoice<'a>,
+}
+
+impl RegionUpstream {
+    pub fn new(
+        region: &'static str,
+        base_url: &str,
+        keys: &[String],
+        timeout: Duration,
+        reach: Reach<'_>,
+    ) -> Result<RegionUpstream, String> {
+        let authorizations = keys
+            .iter()
+            .enumerate()
+            .map(|(index, key)| {
+                let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                    format!("upstream key {} of region {region} is not a valid header value", index + 1)
+                })?;
+                value.set_sensitive(true);
+                Ok(value)
+            })
+            .collect::<Result<_, String>>()?;
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let route_uris = crate::domain::catalog::ROUTES
+            .iter()
+            .map(|route| {
+                let uri = Uri::try_from(address(&base_url, route.path))
+                    .map_err(|e| format!("upstream base URL {base_url} does not make a valid address: {e}"))?;
+                Ok((route.path, uri))
+            })
+            .collect::<Result<_, String>>()?;
+        let transport = Transport::new(region, &base_url, reach.ca_file, reach.proxy)?;
+        Ok(RegionUpstream {
+            region,
+            base_url,
+            authorizations,
+            next_key: AtomicUsize::new(0),
+            timeout,
+            route_uris,
+            transport,
+        })
+    }
+
+    /// A GET of one of the region's result files (`url` as the upstream gave it, signed by it: no key sent),
+    /// through the region's transport (its trust and proxy).
+    pub fn fetch(&self, url: &str) -> awc::ClientRequest {
+        self.transport.client().get(url)
+    }
+
+    /// Keys of the region; their query limits add up.
+    pub fn key_count(&self) -> usize {
+        self.authorizations.len()
+    }
+
+    /// Round-robin over the region's keys.
+    fn key(&self) -> usize {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The `Authorization` of key `index` (modulo the key count).
+    fn authorization(&self, index: usize) -> HeaderValue {
+        self.authorizations
+            .get(index % self.authorizations.len().max(1))
+            .cloned()
+            .unwrap_or(HeaderValue::from_static(""))
+    }
+}
+
+/// Every configured region.
+#[derive(Debug, Default)]
+pub struct Upstreams {
+    regions: BTreeMap<String, RegionUpstream>,
+}
+
+impl Upstreams {
+    /// Builds the regions of `config`, reading keys from the environment variables it names.
+    pub fn from_config(config: &Config) -> Result<Upstreams, String> {
+        let mut regions = BTreeMap::new();
+        let mut seen_urls: BTreeMap<&str, &str> = BTreeMap::new();
+        for (region, upstream) in &config.upstreams {
+            let Some(region) = crate::domain::catalog::REGIONS.iter().copied().find(|r| r == region) else {
+                return Err(format!(
+                    "config: unknown upstream region `{region}`; the regions are {}",
+                    crate::domain::catalog::REGIONS.join(", ")
+                ));
+            };
+            // Keys are region-bound: one base URL serving two regions would send one region's key to the other.
+            if let Some(other) = seen_urls.insert(upstream.base_url.as_str(), region) {
+                return Err(format!(
+                    "config: regions `{other}` and `{region}` share the base URL {}; each region needs its own",
+                    upstream.base_url
+                ));
+            }
+            let keys: Vec<String> = std::env::var(&upstream.api_key_env)
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(String::from)
+                .collect();
+            if keys.is_empty() {
+                return Err(format!(
+                    "config: upstream `{region}`: environment variable {} holds no key",
+                    upstream.api_key_env
+                ));
+            }
+            let timeout = Duration::from_secs(upstream.timeout_seconds);
+            let reach = Reach {
+                ca_file: upstream.ca_file.as_deref(),
+                proxy: upstream.proxy.as_deref().map_or(ProxyChoice::FromEnvironment, ProxyChoice::Configured),
+            };
+            let upstream = RegionUpstream::new(region, &upstream.base_url, &keys, timeout, reach)
+                .map_err(|e| format!("config: upstream `{region}`: {e}"))?;
+            regions.insert(region.to_string(), upstream);
+        }
+        for (model, region) in &config.model_regions {
+            let Some(spec) = ModelSpec::find(model) else {
+                return Err(format!("config: model_regions names unknown model `{model}`"));
+            };
+            if spec.region != region {
+                return Err(format!(
+                    "config: model `{model}` belongs to region `{}` but model_regions sends it to `{region}`; \
+                     model, upstream address and key must be of one region",
+                    spec.region
+                ));
+            }
+        }
+        Ok(Upstreams { regions })
+    }
+
+    /// Each region without an upstream, with the models of the spec it leaves unserved.
+    pub fn unserved(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        crate::domain::catalog::REGIONS
+            .iter()
+            .filter(|region| !self.regions.contains_key(**region))
+            .map(|region| {
+                (*region, crate::domain::catalog::MODELS.iter().filter(|m| m.region == *region).map(|m| m.id).collect())
+            })
+            .collect()
+    }
+
+    pub fn insert(&mut self, region: &str, upstream: RegionUpstream) {
+        self.regions.insert(region.to_string(), upstream);
+    }
+
+    pub fn region(&self, region: &str) -> Result<&RegionUpstream, UpstreamError> {
+        self.regions.get(region).ok_or_else(|| UpstreamError::NotConfigured(region.to_string()))
+    }
+
+    pub fn regions(&self) -> impl Iterator<Item = (&String, &RegionUpstream)> {
+        self.regions.iter()
+    }
+}
+
+/// Submits a job (async) or runs it (sync). Returns the upstream's answer.
+pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
+    let upstream = upstreams.region(model.region)?;
+    let mut request = call(upstream, awc::http::Method::POST, model.route.path);
+    let wire = &crate::domain::catalog::WIRE;
+    if model.task_mode == TaskMode::Async {
+        request = request.insert_header((wire.async_header.name, wire.async_header.value));
+    }
+    if model.data_inspection {
+        request = request.insert_header((wire.data_inspection_header.name, wire.data_inspection_header.value));
+    }
+    timed(async { answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await })
+        .await
+}
+
+/// An upstream call, its answer time recorded (the console's overview shows it).
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let answered = call.await;
+    crate::support::metrics::upstream_latency(started.elapsed());
+    answered
+}
+
+/// A call to `path` under the region's API root, with the next key in turn and the timeout.
+fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+    call_with_key(upstream, upstream.key(), method, path)
+}
+
+fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Method, path: &str) -> awc::ClientRequest {
+    let client = upstream.transport.client();
+    match upstream.route_uris.get(path) {
+        Some(uri) => client.request(method, uri.clone()),
+        None => client.request(method, address(&upstream.base_url, path)),
+    }
+    .timeout(upstream.timeout)
+    .insert_header((AUTHORIZATION, upstream.authorization(key)))
+}
+
+/// The address of `path` under the upstream's API root.
+fn address(base_url: &str, path: &str) -> String {
+    format!("{base_url}{}{path}", crate::domain::catalog::WIRE.api_root)
+}
+
+/// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
+pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
+    let path = format!("/tasks/{upstream_task_id}");
+    timed(async { answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await })
+        .await
+}
+
+/// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
+#[derive(Debug, Clone, Copy)]
+pub struct ListRequest {
+    /// Epoch ms; sent rounded down to its second.
+    pub start_ms: i64,
+    /// Epoch ms; sent rounded up to a whole second, so every task created up to it is included.
+    pub end_ms: i64,
+    /// From 1.
+    pub page_no: u64,
+    pub page_size: u64,
+}
+
+/// One page of a task list, as the upstream answered it.
+#[derive(Debug, Clone, Default)]
+pub struct TaskPage {
+    pub total: u64,
+    pub total_page: u64,
+    pub tasks: Vec<ListedTask>,
+}
+
+/// A task as a list reports it: enough to tell whether it is worth a query.
+#[derive(Debug, Clone)]
+pub struct ListedTask {
+    pub task_id: String,
+    pub status: ListedStatus,
+    /// Creation time, epoch ms.
+    pub gmt_create: Option<i64>,
+}
+
+/// A listed task's status (upstream-protocol.md section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedStatus {
+    Pending,
+    /// `RUNNING`, or `SUSPENDED` as some image models list.
+    Running,
+    /// `SUCCEEDED`, `FAILED`, `CANCELED` (or `CANCELLED`), `UNKNOWN`: only a task query tells the rest.
+    Ended,
+    /// A word this gateway does not know: worth a task query.
+    Unrecognized,
+}
+
+impl ListedStatus {
+    fn of(word: &str) -> ListedStatus {
+        match word {
+            "PENDING" => ListedStatus::Pending,
+            "RUNNING" | "SUSPENDED" => ListedStatus::Running,
+            "SUCCEEDED" | "FAILED" | "CANCELED" | "CANCELLED" | "UNKNOWN" => ListedStatus::Ended,
+            _ => ListedStatus::Unrecognized,
+        }
+    }
+}
+
+/// Lists tasks created in a window with key `key` of the region (modulo its key count).
+pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError> {
+    let path = format!(
+        "/tasks?start_time={}&end_time={}&page_no={}&page_size={}",
+        compact_time(request.start_ms, false),
+        compact_time(request.end_ms, true),
+        request.page_no.max(1),
+        request.page_size.max(1)
+    );
+    let (status, body) = timed(async {
+        raw_answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await
+    })
+    .await?;
+    if !(200..300).contains(&status) {
+        return Err(error_of(status, &body));
+    }
+    task_page(&body)
+}
+
+/// `YYYYMMDDhhmmss` in UTC+8, the list's time format, rounded down or up to a whole second.
+pub fn compact_time(ms: i64, round_up: bool) -> String {
+    let seconds =
+        if round_up { ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) != 0) } else { ms.div_euclid(1000) };
+    chrono::DateTime::from_timestamp(seconds + 8 * 3600, 0)
+        .map(|t| t.naive_utc().format("%Y%m%d%H%M%S").to_string())
+        .unwrap_or_default()
+}
+
+/// A list answer as sent: read field by field straight from the bytes (a page can hold a thousand tasks),
+/// unknown fields skipped.
+#[derive(serde::Deserialize)]
+struct RawPage<'a> {
+    #[serde(default)]
+    total: Option<Value>,
+    #[serde(default)]
+    total_page: Option<Value>,
+    #[serde(default, borrow)]
+    data: Option<Vec<RawListed<'a>>>,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawListed<'a> {
+    #[serde(borrow)]
+    task_id: Cow<'a, str>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(default)]
+    gmt_create: Option<Value>,
+}
+
+/// Reads a list answer; an answer with a `code` and no `data` is the upstream's error.
+fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
+    let raw: RawPage = serde_json::from_slice(body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    let Some(data) = raw.data else {
+        let code = raw.code.unwrap_or_else(|| "UnknownError".into());
+        return Err(UpstreamError::Answered { status: 200, code, message: raw.message.unwrap_or_default() });
+    };
+    let number = |v: Option<&Value>| v.and_then(|n| n.as_i64().or_else(|| n.as_str().and_then(|s| s.parse().ok())));
+    let count = |v: Option<&Value>| number(v).map_or(0, |n| n.max(0) as u64);
+    let tasks = data
+        .into_iter()
+        .map(|item| ListedTask {
+            task_id: item.task_id.into_owned(),
+            status: ListedStatus::of(&item.status),
+            gmt_create: number(item.gmt_create.as_ref()),
+        })
+        .collect();
+    Ok(TaskPage { total: count(raw.total.as_ref()), total_page: count(raw.total_page.as_ref()), tasks })
+}
+
+/// Cancels a PENDING task.
+pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
+    let path = format!("/tasks/{upstream_task_id}/cancel");
+    answer(upstream, call(upstream, awc::http::Method::POST, &path).send().await).await
+}
+
+/// An upstream's answer that is not an error, as it came: read into the typed view a caller needs (a
+/// `Value` only where the whole answer is passed on), so the busy paths build no `Value` tree.
+#[derive(Debug)]
+pub struct Answer(bytes::Bytes);
+
+impl Answer {
+    pub fn read<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, UpstreamError> {
+        serde_json::from_slice(&self.0).map_err(|e| UpstreamError::Malformed(e.to_string()))
+    }
+}
+
+/// The fields that tell an error answer from a result; the rest is skipped unread.
+#[derive(Default, serde::Deserialize)]
+struct Verdict<'a> {
+    #[serde(default, borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    output: Option<serde::de::IgnoredAny>,
+}
+
+async fn answer<S>(
+    upstream: &RegionUpstream,
+    sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
+) -> Result<Answer, UpstreamError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
+{
+    let (status, body) = raw_answer(upstream, sent).await?;
+    checked(status, body)
+}
+
+/// The answer, or the upstream's error it carries.
+fn checked(status: u16, body: bytes::Bytes) -> Result<Answer, UpstreamError> {
+    let success = (200..300).contains(&status);
+    // A 2xx answer whose bytes hold no `"code"` (nor an escape that could spell it) has no top-level `code`:
+    // it is a result, and only its reader parses it.
+    let holds = |needle: &[u8]| memchr::memmem::find(&body, needle).is_some();
+    if success && !holds(b"\"code\"") && !holds(b"\\u") {
+        return Ok(Answer(body));
+    }
+    let verdict: Verdict = serde_json::from_slice(&body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
+    // A non-2xx answer, or a 200 with a top-level `code` and no `output`, is an error.
+    if !success || (verdict.code.is_some() && verdict.output.is_none()) {
+        return Err(error_from(status, verdict));
+    }
+    Ok(Answer(body))
+}
+
+/// The status and body of an answer.
+async fn raw_answer<S>(
+    upstream: &RegionUpstream,
+    sent: Result<awc::ClientResponse<S>, awc::error::SendRequestError>,
+) -> Result<(u16, bytes::Bytes), UpstreamError>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, actix_web::error::PayloadError>> + Unpin,
+{
+    let mut response = sent.map_err(|e| unsent(upstream, e))?;
+    let status = response.status().as_u16();
+    let body = response.body().limit(16 * 1024 * 1024).await.map_err(|e| UpstreamError::Transport(e.to_string()))?;
+    Ok((status, body))
+}
+
+/// Why a call got no answer. A refused TLS handshake is logged here, once per call, with the region and
+/// the reason (never the host), because only the operator can mend it.
+fn unsent(upstream: &RegionUpstream, error: awc::error::SendRequestError) -> UpstreamError {
+    use awc::error::{ConnectError, SendRequestError};
+    let refusal = match &error {
+        SendRequestError::Timeout => return UpstreamError::Timeout,
+        SendRequestError::Connect(ConnectError::Io(io)) => crate::support::tls::handshake_failure(io),
+        _ => None,
+    };
+    match refusal {
+        Some(reason) => {
+            tracing::error!(region = upstream.region, reason, "upstream TLS handshake failed");
+            UpstreamError::Tls(reason)
+        }
+        None => UpstreamError::Transport(error.to_string()),
+    }
+}
+
+/// The upstream's error answer (its body need not be JSON).
+fn error_of(status: u16, body: &[u8]) -> UpstreamError {
+    error_from(status, serde_json::from_slice(body).unwrap_or_default())
+}
+
+fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
+    let code = verdict.code.map_or_else(|| "UnknownError".into(), Cow::into_owned);
+    let message = verdict.message.map(Cow::into_owned).unwrap_or_default();
+    UpstreamError::Answered { status, code, message }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn verdict(status: u16, body: &'static str) -> Result<(), String> {
+        checked(status, bytes::Bytes::from_static(body.as_bytes())).map(drop).map_err(|e| e.code())
+    }
+
+    #[test]
+    fn a_base_url_is_checked_once_at_start_and_each_route_addressed_under_it() {
+        let keys = ["k".to_string()];
+        let reach = Reach { ca_file: None, proxy: ProxyChoice::Direct };
+        let new = |base| RegionUpstream::new("cn-beijing", base, &keys, Duration::from_secs(1), reach);
+        let upstream = new("http://up.example/cn/").unwrap();
+        let route = &crate::domain::catalog::ROUTES[0];
+        let root = crate::domain::catalog::WIRE.api_root;
+        assert_eq!(upstream.route_uris[route.path].to_string(), format!("http://up.example/cn{root}{}", route.path));
+        assert!(new("http://bad host").is_err());
+    }
+
+    #[test]
+    fn an_answer_is_an_error_when_not_2xx_or_a_top_level_code_comes_without_output() {
+        assert_eq!(verdict(200, r#"{"request_id":"r","output":{"task_id":"t"}}"#), Ok(()));
+        assert_eq!(verdict(200, r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed"}}"#), Ok(()));
+        assert_eq!(verdict(200, r#"{"code":"Throttling","message":"slow down"}"#), Err("Throttling".into()));
+        // A key spelled with an escape is still the key.
+        assert_eq!(verdict(200, r#"{"\u0063ode":"Throttling"}"#), Err("Throttling".into()));
+        assert_eq!(verdict(400, r#"{"code":"InvalidParameter","message":"bad"}"#), Err("InvalidParameter".into()));
+        assert_eq!(verdict(500, r#"{"output":{}}"#), Err("UnknownError".into()));
+        assert_eq!(verdict(502, "<html>bad gateway</html>"), Err("UpstreamMalformed".into()));
+    }
+}

@@ -1,0 +1,294 @@
+//! Deployment configuration (YAML, `--config FILE`); every field has a default so the gateway starts
+//! without a file. Upstream keys are read from environment variables the config names, never from files.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// HTTP worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Upstream per region: base URL and the environment variable holding that region's key(s).
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// Pins a model to a region's upstream; start-up refuses any pin that differs from the model's own region.
+    pub model_regions: BTreeMap<String, String>,
+    /// Environment variable holding the admin API token; the admin API is off when it is unset.
+    pub admin_token_env: String,
+    /// The admin token itself, where the process has one of its own (the demo makes one); else the
+    /// environment variable's, read once at start.
+    #[serde(skip)]
+    pub admin_token: Option<String>,
+    pub poller: PollerConfig,
+    pub limits: LimitsConfig,
+    pub billing: BillingConfig,
+    /// Caps every model's deadline (seconds); 0 keeps the spec's deadlines.
+    pub max_task_seconds: u64,
+    /// Memory for finished tasks' rendered answers to `GET /v1/tasks/{id}` (bytes); 0 keeps none.
+    pub finished_task_cache_bytes: u64,
+    /// Serve HTTPS on `listen` (for deployments with no load balancer in front to end TLS).
+    pub tls: Option<ListenerTls>,
+    /// Where durable state lives: the embedded store in `data_dir` unless a PostgreSQL URL is given.
+    pub store: StoreConfig,
+    pub webhooks: WebhooksConfig,
+    pub results: ResultsConfig,
+}
+
+/// Copies of succeeded tasks' result files in the gateway's own storage, and the links that serve them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResultsConfig {
+    /// Copy each result file; off, results point at the upstream's files (and still download through
+    /// `GET /v1/tasks/{id}/content` while the upstream keeps them).
+    pub mirror: bool,
+    /// How long copies and result links last (days).
+    pub retention_days: u64,
+    /// S3-compatible storage for the copies; unset, they go under `dir`. Credentials come from the standard
+    /// AWS environment variables.
+    pub s3: Option<S3Config>,
+    /// The directory copies go to without `s3`: `data_dir/results` when unset. Replicas sharing a database
+    /// need S3 or one directory they all mount.
+    pub dir: Option<PathBuf>,
+    /// The gateway's address as clients reach it, which result links start with; `http://` and `listen`
+    /// (`https://` with `tls`) when unset.
+    pub public_url: Option<String>,
+    /// Environment variable holding the secret result links are signed with. Unset, a secret made on first
+    /// start is kept in `data_dir/link-secret`, or in the database, for every replica sharing it.
+    pub link_secret_env: String,
+    /// Wait before each retry of a failed copy (milliseconds); after the last, the results keep the
+    /// upstream's links.
+    pub retry_delays_ms: Vec<u64>,
+}
+
+impl Default for ResultsConfig {
+    fn default() -> ResultsConfig {
+        ResultsConfig {
+            mirror: true,
+            retention_days: 30,
+            s3: None,
+            dir: None,
+            public_url: None,
+            link_secret_env: "MEDIAGATE_LINK_SECRET".into(),
+            retry_delays_ms: vec![1_000, 10_000, 60_000, 300_000, 1_800_000, 3_600_000],
+        }
+    }
+}
+
+/// An S3 bucket (or any S3-compatible store) for result copies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    pub bucket: String,
+    /// Prepended to every object's path.
+    #[serde(default)]
+    pub prefix: String,
+    /// An S3-compatible server's address; AWS's own when unset.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Downloads answer with a redirect to a URL presigned for this long (seconds) instead of passing the
+    /// bytes through the gateway; 0 passes them through.
+    #[serde(default)]
+    pub presigned_seconds: u64,
+}
+
+/// Deliveries of task ends to clients' endpoints (Standard Webhooks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Whether deliveries are sent; when off, they are still queued, and sent once it is on again.
+    pub enabled: bool,
+    /// Accept endpoints at private, loopback and link-local addresses (tests, private networks).
+    pub allow_private_callbacks: bool,
+    /// Wait before each retry after a failed attempt (milliseconds): the specification's example schedule
+    /// by default, about a day in all. After the last, the delivery has failed.
+    pub retry_delays_ms: Vec<u64>,
+    /// How long a rotated-out secret keeps signing (seconds), so receivers can switch at their pace.
+    pub old_secret_seconds: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> WebhooksConfig {
+        const MINUTE: u64 = 60_000;
+        WebhooksConfig {
+            enabled: true,
+            allow_private_callbacks: false,
+            retry_delays_ms: vec![
+                5_000,
+                5 * MINUTE,
+                30 * MINUTE,
+                120 * MINUTE,
+                300 * MINUTE,
+                600 * MINUTE,
+                600 * MINUTE,
+            ],
+            old_secret_seconds: 24 * 3600,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `postgres://user:password@host:port/dbname` (`?sslmode=require` for TLS): every replica with the same
+    /// URL serves as one gateway. `--database-url` and `MEDIAGATE_DATABASE_URL` override it.
+    pub url: Option<String>,
+    /// Connections each replica keeps to the database.
+    pub pool_size: usize,
+    /// A PEM file of CA certificates trusted for the database's TLS, besides the system's.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig { url: None, pool_size: 16, ca_file: None }
+    }
+}
+
+impl StoreConfig {
+    /// How to reach PostgreSQL, when a URL is set.
+    pub fn postgres(&self, limits: &LimitsConfig) -> Option<crate::adapters::store::postgres::Options> {
+        let url = self.url.clone().filter(|url| !url.trim().is_empty())?;
+        Some(crate::adapters::store::postgres::Options {
+            url,
+            pool_size: self.pool_size,
+            ca_file: self.ca_file.clone(),
+            max_in_flight_per_account: limits.max_in_flight_per_account,
+        })
+    }
+}
+
+/// The listener's certificate chain and private key, both PEM.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BillingConfig {
+    /// The equivalent-usage baseline: micro-units per million output tokens. Each task freezes the value in
+    /// force when it is submitted, so changing it later recomputes nothing.
+    pub equivalent_micros_per_million_tokens: u64,
+}
+
+impl Default for BillingConfig {
+    fn default() -> BillingConfig {
+        BillingConfig { equivalent_micros_per_million_tokens: 10_000_000 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// e.g. `https://upstream-cn.example` (the gateway appends the API root of spec/upstream.yaml).
+    pub base_url: String,
+    /// Environment variable with the region's API key; several keys may be given separated by commas.
+    pub api_key_env: String,
+    /// Seconds before an upstream call is abandoned.
+    #[serde(default = "default_upstream_timeout")]
+    pub timeout_seconds: u64,
+    /// A PEM file of CA certificates trusted for this upstream, besides the system's roots (which
+    /// `SSL_CERT_FILE` and `SSL_CERT_DIR` set, as for OpenSSL).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// An `http://[user:password@]host:port` proxy that tunnels every call (`CONNECT`); without it,
+    /// `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` apply unless `NO_PROXY` names the upstream's host.
+    #[serde(default)]
+    pub proxy: Option<String>,
+}
+
+fn default_upstream_timeout() -> u64 {
+    30
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PollerConfig {
+    /// Task queries per second per upstream key (list calls count as queries too).
+    pub queries_per_second: u32,
+    /// Shortest and longest pause between two queries about one task, in milliseconds.
+    pub min_interval_ms: u64,
+    pub max_interval_ms: u64,
+    /// Each key is paced this many percent below `queries_per_second`, so that network jitter bunching a
+    /// key's queries never shows the upstream more than its limit within one second.
+    pub query_margin_percent: u32,
+    /// How often due tasks are gathered into list calls (milliseconds; never more than `min_interval_ms`).
+    /// Each gathering also takes the tasks due before the next one.
+    pub sweep_interval_ms: u64,
+    /// Tasks per page of the upstream's task list; a page costs one query however many tasks it holds.
+    pub list_page_size: u64,
+    /// A task list's creation-time window is widened by this much on each side (milliseconds), for the
+    /// upstream's clock and the forwarding delay; a task still missing from the list gets a direct query.
+    pub list_clock_skew_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Unfinished tasks one account may have.
+    pub max_in_flight_per_account: usize,
+    /// Requests per second per key, with a burst of the same size.
+    pub requests_per_second_per_key: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./mediagate-data"),
+            max_body_bytes: 10 * 1024 * 1024,
+            workers: 0,
+            upstreams: BTreeMap::new(),
+            model_regions: BTreeMap::new(),
+            admin_token_env: "MEDIAGATE_ADMIN_TOKEN".into(),
+            admin_token: None,
+            poller: PollerConfig::default(),
+            limits: LimitsConfig::default(),
+            billing: BillingConfig::default(),
+            max_task_seconds: 0,
+            finished_task_cache_bytes: 64 * 1024 * 1024,
+            tls: None,
+            store: StoreConfig::default(),
+            webhooks: WebhooksConfig::default(),
+            results: ResultsConfig::default(),
+        }
+    }
+}
+
+impl Default for PollerConfig {
+    fn default() -> PollerConfig {
+        PollerConfig {
+            queries_per_second: 20,
+            min_interval_ms: 1000,
+            max_interval_ms: 15000,
+            query_margin_percent: 10,
+            sweep_interval_ms: 500,
+            list_page_size: 1000,
+            list_clock_skew_ms: 2000,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> LimitsConfig {
+        LimitsConfig { max_in_flight_per_account: 1000, requests_per_second_per_key: 200 }
+    }
+}
+
+impl Config {
+    /// Reads a config file; unknown keys are errors with their line.
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,14 @@
+//! The domain: what mediagate is, as plain data and pure rules. No actix, no tokio, no I/O, no store.
+
+pub mod admission;
+pub mod billing;
+pub mod catalog;
+pub mod clock;
+pub mod copies;
+pub mod deliveries;
+pub mod envelope;
+pub mod listing;
+pub mod tasks;
+pub mod usage;
+pub mod usage_log;
+pub mod validate;

@@ -1,0 +1,176 @@
+//! Tasks (with their idempotency records), accounts and their keys, as every backend stores them: plain
+//! data and the rules that change it; what a backend does with them is the storage port's business.
+
+use crate::domain::billing::books::Posting;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Success,
+    Failed,
+    Timeout,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskStatus::Success | TaskStatus::Failed | TaskStatus::Timeout | TaskStatus::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Success => "success",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Timeout => "timeout",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub const ALL: [TaskStatus; 6] = [
+        TaskStatus::Queued,
+        TaskStatus::Running,
+        TaskStatus::Success,
+        TaskStatus::Failed,
+        TaskStatus::Timeout,
+        TaskStatus::Cancelled,
+    ];
+}
+
+/// One result file of a finished task.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskResult {
+    pub url: String,
+    #[serde(rename = "type")]
+    pub kind: Cow<'static, str>,
+    pub expires_at: String,
+}
+
+/// Why a task failed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Money to set aside for a new task.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    pub amount: i64,
+    /// Only the free-trial pot may fund it.
+    pub trial_only: bool,
+}
+
+/// What an `Idempotency-Key` was first used for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// SHA-256 of the request body, hex.
+    pub body_hash: String,
+    pub task_id: String,
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub task_id: String,
+    pub request_id: String,
+    pub account: String,
+    pub key_prefix: String,
+    /// The catalog's names, borrowed when a task is made (no copy per request) and owned when read back.
+    pub model: Cow<'static, str>,
+    pub operation: Cow<'static, str>,
+    pub media: crate::domain::catalog::Media,
+    pub status: TaskStatus,
+    /// Local time, `YYYY-MM-DD HH:MM:SS`.
+    pub created_at: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    #[serde(default)]
+    pub finished_ms: Option<i64>,
+    /// Set once the upstream accepted the job.
+    #[serde(default)]
+    pub upstream_task_id: Option<String>,
+    /// When the poller should ask the upstream next (epoch ms).
+    #[serde(default)]
+    pub next_poll_ms: i64,
+    pub deadline_ms: i64,
+    #[serde(default)]
+    pub results: Vec<TaskResult>,
+    /// The upstream's `usage`, as it came.
+    #[serde(default)]
+    pub usage: Option<crate::domain::usage::Usage>,
+    #[serde(default)]
+    pub error: Option<TaskError>,
+    /// Billing state of the task (hold, settlement), owned by the billing module.
+    #[serde(default)]
+    pub billing: Option<crate::domain::billing::TaskBilling>,
+    /// Where the task's end is delivered (the submission's `callback_url`), if not to its account's
+    /// default endpoint.
+    #[serde(default)]
+    pub callback_url: Option<String>,
+    /// The copies of its results in the gateway's storage, once it succeeded with mirroring on.
+    #[serde(default)]
+    pub mirror: Option<crate::domain::copies::Mirror>,
+    /// When the poller recorded it running (epoch ms), if it saw it so: a task's page shows its timeline.
+    #[serde(default)]
+    pub running_ms: Option<i64>,
+}
+
+impl TaskRecord {
+    /// Settles the task, which has just ended, by billing's rules ([`crate::domain::billing::settle`]): writes the
+    /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
+    pub fn settle(&mut self) -> Option<Vec<Posting>> {
+        let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
+        let ending = crate::domain::billing::Ending {
+            task_id,
+            account,
+            model,
+            state: status.as_str(),
+            delivered: (*status == TaskStatus::Success).then_some(usage.as_ref()),
+        };
+        crate::domain::billing::settle(billing.as_mut()?, &ending)
+    }
+
+    /// When the task ended (what its usage line and its settlement's entries are dated by).
+    pub fn ended_ms(&self) -> i64 {
+        self.finished_ms.unwrap_or(self.updated_ms)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Account {
+    pub name: String,
+    pub created_at: String,
+    /// The plan's name, once one is set (`Store::set_plan`).
+    #[serde(default)]
+    pub plan: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub account: String,
+    /// The first characters of the key, safe to show and log.
+    pub prefix: String,
+    pub created_at: String,
+    #[serde(default)]
+    pub revoked: bool,
+}
+
+/// A new API key: the plain key, shown once (the store keeps its [`hash_key`]).
+pub fn new_key() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 24];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("mg-{}", hex::encode(bytes))
+}
+
+/// The stored form of a key.
+pub fn hash_key(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}

@@ -1,0 +1,289 @@
+//! `mediagate admin ...`: a thin client of the admin API, returning its JSON answers for the CLI to print.
+//! An `https://` gateway is verified under the gateway's own trust rules (`tls::trusted_roots`).
+
+use clap::{Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Subcommand)]
+pub enum AdminCommand {
+    /// Accounts: create, show, top up, set a plan, grant a free trial.
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// API keys: create (shown once), list (by prefix), revoke.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// The usage log: one line per settled task, oldest first.
+    Usage {
+        /// Only this account's lines.
+        #[arg(long)]
+        account: Option<String>,
+        /// Only this model's lines (its public id).
+        #[arg(long)]
+        model: Option<String>,
+        /// Only tasks that ended at or after this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
+        since: Option<i64>,
+        /// Only tasks that ended at or before this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
+        until: Option<i64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = UsageFormat::Jsonl)]
+        format: UsageFormat,
+    },
+    /// Any task, with its account and billing.
+    Task {
+        /// The task's id, as `POST /v1/...` answered it.
+        task_id: String,
+    },
+    /// Models: list all with their switch, enable or disable one without a restart.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+    /// Check, on the running gateway, that every pot is the sum of its ledger entries.
+    VerifyLedger,
+    /// Webhooks: an account's secret and default endpoint; deliveries, and sending one again.
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum WebhookCommand {
+    /// Give the account a new webhook secret and print it (shown once); the old one keeps signing until it
+    /// retires (`webhooks.old_secret_seconds`).
+    Rotate {
+        /// The account's name.
+        account: String,
+    },
+    /// Set where the account's task ends go when a submission names no `callback_url` (no URL: nowhere).
+    Endpoint {
+        /// The account's name.
+        account: String,
+        /// An http or https URL.
+        url: Option<String>,
+    },
+    /// Deliveries, newest first, with their attempts.
+    Deliveries {
+        /// Only this account's deliveries.
+        #[arg(long)]
+        account: Option<String>,
+        /// Only the deliveries of this task.
+        #[arg(long)]
+        task_id: Option<String>,
+        /// Only deliveries in this state: pending, delivered, failed or disabled.
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many (default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Send a delivery again now, with the same `webhook-id`.
+    Replay {
+        /// The delivery's id (`msg_…`).
+        id: String,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum UsageFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// A header line, then one row per task.
+    Csv,
+}
+
+#[derive(Subcommand)]
+pub enum AccountCommand {
+    /// Create an account (no money, no keys yet).
+    Create {
+        /// The account's name (1-128 characters).
+        name: String,
+    },
+    /// Show an account: its pots, plan, what is earmarked and its keys (by prefix).
+    Show {
+        /// The account's name.
+        name: String,
+    },
+    /// Add money to the balance.
+    TopUp {
+        /// The account's name.
+        name: String,
+        /// Micro-units (1 unit = 1,000,000).
+        amount: i64,
+    },
+    /// Put the account on a plan: its name, and the plan pot set to the allowance.
+    Plan {
+        /// The account's name.
+        name: String,
+        /// The plan's name, shown by `account show`.
+        plan: String,
+        /// Micro-units the account may spend from the plan pot.
+        allowance: i64,
+    },
+    /// Add free-trial money (spent first, and the only money free-trial-only models take).
+    GrantTrial {
+        /// The account's name.
+        name: String,
+        /// Micro-units (1 unit = 1,000,000).
+        amount: i64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KeyCommand {
+    /// Create an API key for the account and print it; it is shown this once.
+    Create {
+        /// The account's name.
+        account: String,
+    },
+    /// List the account's keys by prefix (never the keys themselves).
+    List {
+        /// The account's name.
+        account: String,
+    },
+    /// Revoke every live key of the account starting with the prefix; they stop working at once.
+    Revoke {
+        /// The account's name.
+        account: String,
+        /// The key's prefix, as `key list` shows it.
+        prefix: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Every model of the spec with its on/off switch.
+    List,
+    /// Serve the model again.
+    Enable {
+        /// The model's public id.
+        model: String,
+    },
+    /// Stop serving the model (403 `model_disabled`); tasks already accepted finish.
+    Disable {
+        /// The model's public id.
+        model: String,
+    },
+}
+
+/// The admin API's answer: its body (pretty-printed when JSON) and whether it was a success.
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// A query string of the parameters given a value, each encoded.
+fn query(parameters: &[(&str, Option<String>)]) -> Result<String, String> {
+    let given: Vec<(&str, &str)> =
+        parameters.iter().filter_map(|(name, value)| Some((*name, value.as_deref()?))).collect();
+    serde_urlencoded::to_string(given).map_err(|e| e.to_string())
+}
+
+/// Runs one admin command against `url` with `token`; `ca_file` is trusted besides the system's roots.
+pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand) -> Result<Answer, String> {
+    let base = format!("{}/admin/v1", url.trim_end_matches('/'));
+    // A body means POST, none means GET.
+    let at = crate::edges::http::path_segment;
+    let (path, body): (String, Option<Value>) = match command {
+        AdminCommand::Account { command } => match command {
+            AccountCommand::Create { name } => ("/accounts".into(), Some(json!({"name": name}))),
+            AccountCommand::Show { name } => (format!("/accounts/{}", at(&name)), None),
+            AccountCommand::TopUp { name, amount } => {
+                (format!("/accounts/{}/top-up", at(&name)), Some(json!({"amount": amount})))
+            }
+            AccountCommand::Plan { name, plan, allowance } => {
+                (format!("/accounts/{}/plan", at(&name)), Some(json!({"name": plan, "allowance": allowance})))
+            }
+            AccountCommand::GrantTrial { name, amount } => {
+                (format!("/accounts/{}/free-trial", at(&name)), Some(json!({"amount": amount})))
+            }
+        },
+        AdminCommand::Key { command } => match command {
+            KeyCommand::Create { account } => (format!("/accounts/{}/keys", at(&account)), Some(json!({}))),
+            KeyCommand::List { account } => (format!("/accounts/{}/keys", at(&account)), None),
+            KeyCommand::Revoke { account, prefix } => {
+                (format!("/accounts/{}/keys/{}/revoke", at(&account), at(&prefix)), Some(json!({})))
+            }
+        },
+        AdminCommand::Usage { account, model, since, until, format } => {
+            let format = match format {
+                UsageFormat::Jsonl => "jsonl",
+                UsageFormat::Csv => "csv",
+            };
+            let query = query(&[
+                ("format", Some(format.to_string())),
+                ("account", account),
+                ("model", model),
+                ("since", since.map(|s| s.to_string())),
+                ("until", until.map(|u| u.to_string())),
+            ])?;
+            (format!("/usage?{query}"), None)
+        }
+        AdminCommand::Task { task_id } => (format!("/tasks/{}", at(&task_id)), None),
+        AdminCommand::Model { command } => match command {
+            ModelCommand::List => ("/models".into(), None),
+            ModelCommand::Enable { model } => (format!("/models/{}/enable", at(&model)), Some(json!({}))),
+            ModelCommand::Disable { model } => (format!("/models/{}/disable", at(&model)), Some(json!({}))),
+        },
+        AdminCommand::VerifyLedger => ("/ledger/verify".into(), None),
+        AdminCommand::Webhook { command } => match command {
+            WebhookCommand::Rotate { account } => {
+                (format!("/accounts/{}/webhook-secret", at(&account)), Some(json!({})))
+            }
+            WebhookCommand::Endpoint { account, url } => {
+                (format!("/accounts/{}/webhook-endpoint", at(&account)), Some(json!({"url": url})))
+            }
+            WebhookCommand::Deliveries { account, task_id, state, limit } => {
+                let limit = limit.map(|l| l.to_string());
+                let query = query(&[("account", account), ("task_id", task_id), ("state", state), ("limit", limit)])?;
+                (format!("/webhooks/deliveries?{query}"), None)
+            }
+            WebhookCommand::Replay { id } => (format!("/webhooks/deliveries/{}/replay", at(&id)), Some(json!({}))),
+        },
+    };
+    let agent = agent(url, ca_file)?;
+    let url = format!("{base}{path}");
+    let auth = format!("Bearer {token}");
+    let response = match body {
+        None => agent.get(&url).header("Authorization", &auth).call(),
+        Some(body) => agent.post(&url).header("Authorization", &auth).send_json(&body),
+    };
+    let mut response = response.map_err(|e| format!("{url}: {e}"))?;
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    let pretty = serde_json::from_str::<Value>(&text).ok().and_then(|v| serde_json::to_string_pretty(&v).ok());
+    Ok(Answer { status, body: pretty.unwrap_or(text) })
+}
+
+/// An HTTP agent that verifies an `https` gateway against the system's roots (and `ca_file`), and takes
+/// a proxy from the environment as curl does.
+fn agent(url: &str, ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false);
+    if url.starts_with("https://") {
+        let roots = crate::support::tls::trusted_roots(ca_file)?;
+        let roots = roots.into_iter().map(|c| ureq::tls::Certificate::from_der(&c).to_owned()).collect();
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+            .unversioned_rustls_crypto_provider(crate::support::tls::provider())
+            .build();
+        config = config.tls_config(tls);
+    } else if ca_file.is_some() {
+        return Err("--ca-file is for an https:// gateway".into());
+    }
+    Ok(config.build().into())
+}

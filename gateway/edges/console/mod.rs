@@ -1,0 +1,325 @@
+//! The console under `/console`: server-rendered pages for operators (signed in with the admin token) and
+//! client teams (signed in with an API key), from the gateway's own binary.
+//!
+//! Every state change calls the same functions as the admin API (`http::admin`) or the public API
+//! (`http::submit`, with the session's key as the caller), so the console adds no second path to money or
+//! keys, and a client sees only what its key's account owns. Templates (`templates/`) are checked when the
+//! crate compiles; charts are SVG drawn on the server; the one script is the playground's.
+
+pub mod activity;
+mod charts;
+mod client;
+mod forms;
+mod models;
+mod operator;
+pub mod session;
+mod tasks;
+mod usage;
+mod webhooks;
+
+use crate::edges::http::auth::Caller;
+use crate::edges::http::error::ApiError;
+use crate::services::state::AppState;
+use actix_web::http::{StatusCode, header};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use askama::Template;
+pub use session::Sessions;
+use session::{Role, Session};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/console")
+            .route("", web::get().to(index))
+            .route("/", web::get().to(index))
+            .route("/sign-in", web::get().to(sign_in_page))
+            .route("/sign-in", web::post().to(sign_in))
+            .route("/sign-out", web::post().to(sign_out))
+            .route("/assets/{file}", web::get().to(asset))
+            .configure(operator::configure)
+            .configure(models::configure)
+            .configure(usage::configure)
+            .configure(webhooks::configure)
+            .configure(tasks::configure)
+            .configure(client::configure),
+    );
+}
+
+/// What a page could not show: no session (to the sign-in page), or a refusal (its message, in a page).
+pub enum Failure {
+    SignedOut,
+    Refused(ApiError),
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Failure {
+        Failure::Refused(error)
+    }
+}
+
+impl From<crate::ports::storage::StoreError> for Failure {
+    fn from(error: crate::ports::storage::StoreError) -> Failure {
+        Failure::Refused(error.into())
+    }
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::SignedOut => f.write_str("signed out"),
+            Failure::Refused(error) => write!(f, "{}", error.message),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+impl ResponseError for Failure {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Failure::SignedOut => StatusCode::SEE_OTHER,
+            Failure::Refused(error) => error.code.status(),
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            Failure::SignedOut => redirect("/console/sign-in"),
+            Failure::Refused(error) => {
+                let page = ErrorPage {
+                    csrf: String::new(),
+                    nav: Vec::new(),
+                    notice: None,
+                    heading: "That did not work",
+                    message: &error.message,
+                    back: "/console",
+                };
+                html(self.status_code(), &page)
+            }
+        }
+    }
+}
+
+type Page = Result<HttpResponse, Failure>;
+
+/// Who is looking: an operator, or a client as the caller of its key.
+pub enum Viewer {
+    Operator(Session),
+    Client(Session, Caller),
+}
+
+const OPERATOR_NAV: &[(&str, &str)] = &[
+    ("/console/overview", "Overview"),
+    ("/console/tasks", "Tasks"),
+    ("/console/usage", "Usage"),
+    ("/console/models", "Models"),
+    ("/console/webhooks", "Webhooks"),
+];
+const CLIENT_NAV: &[(&str, &str)] = &[
+    ("/console/home", "Home"),
+    ("/console/tasks", "Tasks"),
+    ("/console/usage", "Usage"),
+    ("/console/playground", "Playground"),
+];
+
+impl Viewer {
+    /// The request's viewer: its session checked again (the admin token, or the API's key check).
+    pub async fn of(state: &AppState, req: &HttpRequest) -> Result<Viewer, Failure> {
+        let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+        match session.role {
+            Role::Operator { .. } => {
+                session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
+                Ok(Viewer::Operator(session))
+            }
+            Role::Client { .. } => {
+                let caller = session::client(state, &session).await?;
+                Ok(Viewer::Client(session, caller))
+            }
+        }
+    }
+
+    pub fn session(&self) -> &Session {
+        match self {
+            Viewer::Operator(session) | Viewer::Client(session, _) => session,
+        }
+    }
+
+    pub fn nav(&self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Viewer::Operator(_) => OPERATOR_NAV.to_vec(),
+            Viewer::Client(..) => CLIENT_NAV.to_vec(),
+        }
+    }
+
+    /// The one account a client may see; `None` for an operator, who sees every one.
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            Viewer::Operator(_) => None,
+            Viewer::Client(_, caller) => Some(caller.account()),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    heading: &'static str,
+    message: &'a str,
+    back: &'static str,
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+}
+
+/// Scripts and styles from the console only; results previewed from wherever their links point (the
+/// gateway's own copies, or the upstream's); no page framed elsewhere.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' https: http: data:; \
+                                       media-src 'self' https: http:; frame-ancestors 'none'";
+
+/// A rendered page; a template that fails to render is an internal error.
+fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
+    match page.render() {
+        Ok(body) => HttpResponse::build(status)
+            .content_type("text/html; charset=utf-8")
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .insert_header(("Content-Security-Policy", CONTENT_SECURITY_POLICY))
+            .body(body),
+        Err(e) => ApiError::internal(format!("console page: {e}")).error_response(),
+    }
+}
+
+/// Cookies are `Secure` where browsers reach the gateway over HTTPS: its own TLS, or a public URL behind a
+/// proxy that terminates it.
+fn secure_cookies(state: &AppState) -> bool {
+    state.config.tls.is_some() || state.config.results.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
+}
+
+fn redirect(to: &str) -> HttpResponse {
+    HttpResponse::SeeOther().insert_header((header::LOCATION, to)).finish()
+}
+
+/// Where a session's pages start.
+fn home_of(session: Option<&Session>) -> &'static str {
+    match session.map(|s| &s.role) {
+        Some(Role::Operator { .. }) => "/console/overview",
+        Some(Role::Client { .. }) => "/console/home",
+        None => "/console/sign-in",
+    }
+}
+
+async fn index(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+    redirect(home_of(session::of_request(&state, &req).as_ref()))
+}
+
+async fn sign_in_page() -> HttpResponse {
+    html(StatusCode::OK, &SignInPage { csrf: String::new(), nav: Vec::new(), notice: None })
+}
+
+#[derive(serde::Deserialize)]
+struct SignIn {
+    admin_token: Option<String>,
+    api_key: Option<String>,
+}
+
+/// Checks what was presented as the admin API or the public API would, then starts a session.
+async fn sign_in(state: web::Data<AppState>, req: HttpRequest, form: web::Form<SignIn>) -> Page {
+    session::cross_site_refused(&req)?;
+    let form = form.into_inner();
+    let role = match (form.admin_token.as_deref().map(str::trim), form.api_key.as_deref().map(str::trim)) {
+        (Some(token), _) if !token.is_empty() => {
+            crate::edges::http::admin::Admin::check(&state, Some(token))?;
+            Role::Operator { token_digest: session::token_digest(token) }
+        }
+        (_, Some(key)) if !key.is_empty() => {
+            let key_hash = crate::domain::tasks::hash_key(key);
+            crate::edges::http::auth::Caller::of_key(&state, key_hash).await?;
+            Role::Client { key_hash }
+        }
+        _ => return Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.").into()),
+    };
+    let cookie = state.console.start(&role, crate::domain::clock::now_ms() / 1000, secure_cookies(&state));
+    let mut response = redirect(home_of(Some(&Session { role, csrf: String::new() })));
+    response.add_cookie(&cookie).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    Ok(response)
+}
+
+/// A form that changes nothing but carries the session's CSRF token.
+#[derive(serde::Deserialize)]
+pub struct CsrfForm {
+    pub csrf: String,
+}
+
+async fn sign_out(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
+    if let Some(session) = session::of_request(&state, &req) {
+        session::check_csrf(&req, &session, Some(&form.csrf))?;
+    }
+    let mut response = redirect("/console/sign-in");
+    response.add_cookie(&session::ended()).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
+    Ok(response)
+}
+
+/// The stylesheet and the playground's script, compiled into the binary.
+async fn asset(file: web::Path<String>) -> HttpResponse {
+    let (body, content_type) = match file.as_str() {
+        "console.css" => (include_str!("assets/console.css"), "text/css; charset=utf-8"),
+        "console.js" => (include_str!("assets/console.js"), "text/javascript; charset=utf-8"),
+        _ => return HttpResponse::NotFound().finish(),
+    };
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .body(body)
+}
+
+/// Days typed in a filter (`YYYY-MM-DD`, empty for any) as epoch-ms bounds: from the local midnight that
+/// starts `since` to the last moment of `until`.
+fn days(since: &str, until: &str) -> Result<(Option<i64>, Option<i64>), ApiError> {
+    let start = |field: &'static str, text: &str| match text.trim() {
+        "" => Ok(None),
+        day => crate::domain::clock::local_day_start_ms(day)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid_parameter(field, format!("`{field}` is a day, YYYY-MM-DD."))),
+    };
+    Ok((start("since", since)?, start("until", until)?.map(|start| start + 24 * 3600 * 1000 - 1)))
+}
+
+/// Money typed in a form (`12.5`) as micro-units, checked: at most six decimals and [`crate::domain::billing::MAX_MICROS`].
+fn micros(field: &'static str, text: &str) -> Result<i64, ApiError> {
+    let refused = || ApiError::invalid_parameter(field, format!("`{field}` is an amount of money such as 12.50."));
+    let (whole, fraction) = text.trim().split_once('.').unwrap_or((text.trim(), ""));
+    if whole.is_empty() || fraction.len() > 6 || !(whole.bytes().chain(fraction.bytes())).all(|b| b.is_ascii_digit()) {
+        return Err(refused());
+    }
+    let whole: i64 = whole.parse().map_err(|_| refused())?;
+    let fraction: i64 = format!("{fraction:0<6}").parse().map_err(|_| refused())?;
+    whole
+        .checked_mul(1_000_000)
+        .and_then(|w| w.checked_add(fraction))
+        .filter(|m| *m <= crate::domain::billing::MAX_MICROS)
+        .ok_or_else(refused)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    #[test]
+    fn money_in_a_form_is_read_exactly_or_refused() {
+        assert_eq!(super::micros("amount", "12.5").unwrap(), 12_500_000);
+        assert_eq!(super::micros("amount", " 3 ").unwrap(), 3_000_000);
+        assert_eq!(super::micros("amount", "0.000001").unwrap(), 1);
+        for bad in ["", "-1", "1.0000001", "1e3", "9999999999999999999", ".5", "1,5"] {
+            assert_eq!(super::micros("amount", bad).unwrap_err().param.as_deref(), Some("amount"), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Console sessions: a signed cookie, no server-side state, so any replica serves any session.
+//!
+//! The cookie holds who signed in, until when, and a CSRF token, under an HMAC-SHA256 keyed from the
+//! gateway's link secret. It is `HttpOnly`, `SameSite=Strict` and `Path=/console`, `Secure` where the
+//! gateway serves TLS. Who it names is checked again on every request: an operator session holds a digest
+//! of the admin token (changing the token signs every operator out), and a client session the hash of its
+//! API key, which goes through the API's own key check (a revoked key is refused at once).
+
+use crate::edges::http::admin::constant_time_eq;
+use crate::edges::http::auth::Caller;
+use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::services::state::AppState;
+use actix_web::HttpRequest;
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+pub const COOKIE: &str = "mediagate_console";
+/// How long a session lasts.
+const LIFETIME_S: i64 = 8 * 3600;
+
+/// Who a session is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Signed in with the admin token; holds a digest of it.
+    Operator { token_digest: String },
+    /// Signed in with an API key; holds the key's hash.
+    Client { key_hash: [u8; 32] },
+}
+
+/// A session read from a valid cookie (its signature and expiry checked; not yet who it names).
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub role: Role,
+    pub csrf: String,
+}
+
+/// Signs and reads session cookies.
+pub struct Sessions {
+    keyed: Hmac<Sha256>,
+}
+
+impl Sessions {
+    /// Sessions under a key derived from `secret` (the link secret), so a link's signature never passes
+    /// as a session's.
+    pub fn new(secret: &[u8]) -> Result<Sessions, String> {
+        let mut derive = Hmac::<Sha256>::new_from_slice(secret).map_err(|e| format!("console secret: {e}"))?;
+        derive.update(b"mediagate console sessions");
+        let key = derive.finalize().into_bytes();
+        let keyed = Hmac::<Sha256>::new_from_slice(&key).map_err(|e| format!("console secret: {e}"))?;
+        Ok(Sessions { keyed })
+    }
+
+    /// A new session's cookie, valid for [`LIFETIME_S`] from `now_s`.
+    pub fn start(&self, role: &Role, now_s: i64, secure: bool) -> Cookie<'static> {
+        let csrf = hex::encode(rand::random::<[u8; 16]>());
+        let (kind, subject) = match role {
+            Role::Operator { token_digest } => ("operator", token_digest.clone()),
+            Role::Client { key_hash } => ("client", hex::encode(key_hash)),
+        };
+        let payload = format!("{kind}.{subject}.{}.{csrf}", now_s + LIFETIME_S);
+        let signature = hex::encode(self.mac(&payload).finalize().into_bytes());
+        Cookie::build(COOKIE, format!("{payload}.{signature}"))
+            .path("/console")
+            .http_only(true)
+            .same_site(SameSite::Strict)
+            .secure(secure)
+            .max_age(CookieDuration::seconds(LIFETIME_S))
+            .finish()
+    }
+
+    /// The session a cookie value holds, if its signature is this gateway's and it has not expired.
+    pub fn read(&self, value: &str, now_s: i64) -> Option<Session> {
+        let (payload, signature) = value.rsplit_once('.')?;
+        let signature = hex::decode(signature).ok()?;
+        self.mac(payload).verify_slice(&signature).ok()?;
+        let mut parts = payload.split('.');
+        let (kind, subject, expires, csrf) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || expires.parse::<i64>().ok()? <= now_s {
+            return None;
+        }
+        let role = match kind {
+            "operator" => Role::Operator { token_digest: subject.to_string() },
+            "client" => Role::Client { key_hash: hex::decode(subject).ok()?.try_into().ok()? },
+            _ => return None,
+        };
+        Some(Session { role, csrf: csrf.to_string() })
+    }
+
+    fn mac(&self, payload: &str) -> Hmac<Sha256> {
+        let mut mac = self.keyed.clone();
+        mac.update(payload.as_bytes());
+        mac
+    }
+}
+
+/// The digest an operator session holds of the admin token.
+pub fn token_digest(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A cookie that ends the session.
+pub fn ended() -> Cookie<'static> {
+    let mut cookie = Cookie::build(COOKIE, "").path("/console").http_only(true).same_site(SameSite::Strict).finish();
+    cookie.make_removal();
+    cookie
+}
+
+/// The request's session, if it carries a valid one.
+pub fn of_request(state: &AppState, req: &HttpRequest) -> Option<Session> {
+    let cookie = req.cookie(COOKIE)?;
+    state.console.read(cookie.value(), crate::domain::clock::now_ms() / 1000)
+}
+
+/// An operator's session, its admin token still the gateway's.
+pub fn operator(state: &AppState, session: &Session) -> Result<(), ApiError> {
+    let Role::Operator { token_digest: held } = &session.role else {
+        return Err(ApiError::new(ErrorCode::admin_forbidden, "Sign in with the admin token."));
+    };
+    match state.admin_token.as_deref() {
+        Some(token) if constant_time_eq(held.as_bytes(), token_digest(token).as_bytes()) => Ok(()),
+        Some(_) => Err(ApiError::new(ErrorCode::admin_forbidden, "The admin token changed: sign in again.")),
+        None => Err(ApiError::new(ErrorCode::admin_forbidden, "The console's operator side is off: no admin token.")),
+    }
+}
+
+/// A client's session, as the API's caller of its key (refused as the API refuses the key).
+pub async fn client(state: &AppState, session: &Session) -> Result<Caller, ApiError> {
+    let Role::Client { key_hash } = &session.role else {
+        return Err(ApiError::new(ErrorCode::invalid_api_key, "Sign in with an API key."));
+    };
+    Caller::of_key(state, *key_hash).await
+}
+
+/// A state change's CSRF token, from its form field or `X-CSRF-Token`, matches the session's; and the
+/// browser, where it says, sent it from this origin.
+pub fn check_csrf(req: &HttpRequest, session: &Session, presented: Option<&str>) -> Result<(), ApiError> {
+    cross_site_refused(req)?;
+    let header = req.headers().get("x-csrf-token").and_then(|v| v.to_str().ok());
+    let presented = presented.or(header).unwrap_or_default();
+    if constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(ErrorCode::admin_forbidden, "The form is stale: reload the page and try again."))
+    }
+}
+
+/// Refuses a request the browser says came from another site (signing in included, where no session
+/// and no token exist yet).
+pub fn cross_site_refused(req: &HttpRequest) -> Result<(), ApiError> {
+    let site = req.headers().get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    match site {
+        Some("same-origin" | "none") | None => Ok(()),
+        Some(_) => Err(ApiError::new(ErrorCode::admin_forbidden, "Console forms are accepted from the console only.")),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cookie_reads_back_until_it_expires_and_not_once_altered() {
+        let sessions = Sessions::new(b"secret").unwrap();
+        let role = Role::Client { key_hash: [7; 32] };
+        let cookie = sessions.start(&role, 1_000, false);
+        assert!(cookie.http_only().unwrap_or(false));
+        assert_eq!(cookie.same_site(), Some(SameSite::Strict));
+        let read = sessions.read(cookie.value(), 1_001).unwrap();
+        assert_eq!(read.role, role);
+        assert_eq!(read.csrf.len(), 32);
+        assert!(sessions.read(cookie.value(), 1_000 + LIFETIME_S).is_none(), "expired");
+        let altered = cookie.value().replacen("client", "operator", 1);
+        assert!(sessions.read(&altered, 1_001).is_none());
+        assert!(Sessions::new(b"other").unwrap().read(cookie.value(), 1_001).is_none());
+    }
+}

@@ -1,0 +1,240 @@
+//! Result downloads: `GET /v1/tasks/{task_id}/content?index=N` under the task's own authentication, and
+//! `GET /v1/files/{task_id}/{index}?expires=…&signature=…`, the signed link a task's result `url` is, with
+//! no key. A mirrored file is served from the gateway's storage (ranges, `ETag`; or a redirect to a
+//! presigned URL on S3); one not mirrored (yet, or at all) streams from the upstream's URL.
+
+use crate::domain::clock::now_ms;
+use crate::domain::copies::MirroredFile;
+use crate::domain::tasks::{TaskRecord, TaskStatus};
+use crate::edges::http::auth::Caller;
+use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::services::copies::default_content_type;
+use crate::services::state::AppState;
+use crate::services::tasks;
+use actix_web::body::SizedStream;
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, ByteRangeSpec, Header, Range};
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::TryStreamExt;
+use object_store::GetRange;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Longest a download streamed from the upstream may take.
+const STREAM_WITHIN: Duration = Duration::from_secs(30 * 60);
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    super::mount(
+        cfg,
+        "/v1/tasks/{task_id}/content",
+        vec![("GET", web::get().to(content)), ("HEAD", web::head().to(content))],
+    );
+    super::mount(
+        cfg,
+        "/v1/files/{task_id}/{index}",
+        vec![("GET", web::get().to(linked)), ("HEAD", web::head().to(linked))],
+    );
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContentParams {
+    index: Option<String>,
+}
+
+async fn content(
+    caller: Caller,
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    task_id: web::Path<String>,
+    params: web::Query<ContentParams>,
+) -> Result<HttpResponse, ApiError> {
+    let index = match params.index.as_deref() {
+        None => 0,
+        Some(index) => index.parse().map_err(|_| {
+            ApiError::invalid_parameter("index", format!("`index` is a result's place from 0; got `{index}`."))
+        })?,
+    };
+    let task = tasks::owned_task(&state, caller.account(), &task_id).await?;
+    serve(&state, &request, &task, index).await
+}
+
+#[derive(Deserialize)]
+struct LinkParams {
+    expires: Option<String>,
+    signature: Option<String>,
+}
+
+async fn linked(
+    state: web::Data<AppState>,
+    request: HttpRequest,
+    path: web::Path<(String, String)>,
+    params: web::Query<LinkParams>,
+) -> Result<HttpResponse, ApiError> {
+    let (task_id, index) = path.into_inner();
+    let refused = |why: &str| ApiError::new(ErrorCode::invalid_link, format!("This result link {why}."));
+    let expires = params.expires.as_deref().and_then(|expires| expires.parse::<i64>().ok());
+    let (Some(expires), Some(signature), Ok(index)) = (expires, params.signature.as_deref(), index.parse()) else {
+        return Err(refused("is incomplete"));
+    };
+    if !state.mirroring.links.verify(&task_id, index, expires, signature) {
+        return Err(refused("is not signed by this gateway"));
+    }
+    if now_ms().div_euclid(1000) > expires {
+        return Err(refused("has expired"));
+    }
+    let task = state.store.task(&task_id).await?.ok_or_else(|| refused("names no task"))?;
+    serve(&state, &request, &task, index).await
+}
+
+/// Result `index` of `task`, from wherever it is now.
+async fn serve(
+    state: &AppState,
+    request: &HttpRequest,
+    task: &TaskRecord,
+    index: usize,
+) -> Result<HttpResponse, ApiError> {
+    if !task.status.is_terminal() {
+        let message =
+            format!("Task `{}` is {}; its results are served once it succeeds.", task.task_id, task.status.as_str());
+        return Err(ApiError::new(ErrorCode::result_not_ready, message));
+    }
+    let Some(result) = task.results.get(index) else {
+        let message = match task.status {
+            TaskStatus::Success => {
+                format!("Task `{}` has {} result(s); there is no index {index}.", task.task_id, task.results.len())
+            }
+            status => format!("Task `{}` ended {} and has no results.", task.task_id, status.as_str()),
+        };
+        return Err(ApiError::new(ErrorCode::result_not_found, message).with_param("index"));
+    };
+    let mirror = task.mirror.as_ref();
+    if let Some(file) = mirror.and_then(|m| m.file(index)) {
+        if mirror.is_some_and(|m| now_ms() > m.expires_ms) {
+            let message = format!("Result {index} of task `{}` has expired.", task.task_id);
+            return Err(ApiError::new(ErrorCode::result_expired, message));
+        }
+        return from_storage(state, request, file).await;
+    }
+    // No copy: the upstream's file, as it gave it (kept aside while a copy is pending).
+    let source = mirror.and_then(|m| m.sources.get(index)).unwrap_or(result);
+    from_upstream(state, request, task, &source.url, &source.kind).await
+}
+
+async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFile) -> Result<HttpResponse, ApiError> {
+    let files = &state.mirroring.files;
+    if let Some(url) = files.presigned(&file.key).await {
+        let url = url.map_err(unreadable)?;
+        return Ok(HttpResponse::Found().insert_header((header::LOCATION, url)).finish());
+    }
+    let etag = format!("\"{}\"", file.sha256);
+    let matches = |value: &header::HeaderValue| {
+        value.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    };
+    if request.headers().get(header::IF_NONE_MATCH).is_some_and(matches) {
+        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
+    }
+    let range = requested_range(request, file.size)?;
+    let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
+    let object = files.get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1))).await.map_err(
+        |e| match e {
+            object_store::Error::NotFound { .. } => {
+                ApiError::new(ErrorCode::result_expired, "The result's copy is no longer stored.")
+            }
+            e => unreadable(e),
+        },
+    )?;
+    let length = range.map_or(file.size, |(first, last)| last - first + 1);
+    let mut response = HttpResponse::build(status);
+    response
+        .insert_header((header::CONTENT_TYPE, file.content_type.as_str()))
+        .insert_header((header::ETAG, etag))
+        .insert_header((header::ACCEPT_RANGES, "bytes"));
+    if let Some((first, last)) = range {
+        response.insert_header((header::CONTENT_RANGE, format!("bytes {first}-{last}/{}", file.size)));
+    }
+    Ok(inert(&mut response).body(SizedStream::new(length, object.into_stream())))
+}
+
+/// A storage failure other than a missing object: logged whole, answered without the storage's details
+/// (paths, buckets), as a retry may succeed.
+fn unreadable(error: impl std::fmt::Display) -> ApiError {
+    tracing::error!(request_id = %crate::edges::http::request_id::current(), %error, "a result's copy cannot be read");
+    ApiError::new(ErrorCode::storage_unavailable, "The result's copy cannot be read right now; retry later.")
+        .with_retry_after(5)
+}
+
+/// Result bytes are the upstream's, served from the gateway's origin (the console's too): the browser must
+/// neither guess another type for them nor run them as a page of that origin.
+fn inert(response: &mut actix_web::HttpResponseBuilder) -> &mut actix_web::HttpResponseBuilder {
+    response
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::CONTENT_SECURITY_POLICY, "sandbox"))
+}
+
+/// The one byte range a `Range` header asks for, inclusive, if it asks for one (several are answered
+/// whole, as HTTP allows); a range past the end is a 416.
+fn requested_range(request: &HttpRequest, size: u64) -> Result<Option<(u64, u64)>, ApiError> {
+    let Ok(Range::Bytes(specs)) = Range::parse(request) else { return Ok(None) };
+    let [spec] = specs.as_slice() else { return Ok(None) };
+    match ByteRangeSpec::to_satisfiable_range(spec, size) {
+        Some(range) => Ok(Some(range)),
+        None => Err(ApiError::new(
+            ErrorCode::range_not_satisfiable,
+            format!("The range asked for is outside the file's {size} bytes."),
+        )
+        .with_param("Range")),
+    }
+}
+
+/// Streams a result from the upstream's URL, passing the client's `Range` on and the upstream's answer
+/// (status, type, length, range, tag) back.
+async fn from_upstream(
+    state: &AppState,
+    request: &HttpRequest,
+    task: &TaskRecord,
+    url: &str,
+    kind: &str,
+) -> Result<HttpResponse, ApiError> {
+    let unavailable = |message: String| ApiError::new(ErrorCode::upstream_unavailable, message);
+    let upstream = crate::services::copies::upstream_of(state, task).map_err(unavailable)?;
+    let mut fetch = upstream.fetch(url).timeout(STREAM_WITHIN);
+    if let Some(range) = request.headers().get(header::RANGE) {
+        fetch = fetch.insert_header((header::RANGE, range.clone()));
+    }
+    let answer = fetch.send().await.map_err(|e| unavailable(format!("The upstream did not serve the result: {e}")))?;
+    let status = answer.status();
+    match status.as_u16() {
+        200 | 206 => {}
+        416 => return Err(ApiError::new(ErrorCode::range_not_satisfiable, "The range asked for is outside the file.")),
+        403 | 404 | 410 => {
+            let message = "The upstream no longer has this result, and the gateway kept no copy of it.";
+            return Err(ApiError::new(ErrorCode::result_expired, message));
+        }
+        other => {
+            return Err(ApiError::new(
+                ErrorCode::upstream_error,
+                format!("The upstream answered {other} for the result."),
+            ));
+        }
+    }
+    let mut response = HttpResponse::build(status);
+    for name in [header::CONTENT_RANGE, header::ETAG, header::ACCEPT_RANGES, header::LAST_MODIFIED] {
+        if let Some(value) = answer.headers().get(&name) {
+            response.insert_header((name, value.clone()));
+        }
+    }
+    let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
+    match content_type {
+        Some(value) => response.insert_header((header::CONTENT_TYPE, value)),
+        None => response.insert_header((header::CONTENT_TYPE, default_content_type(kind))),
+    };
+    let length = answer.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    // Past the head, a failure can only cut the body short.
+    let body = answer.map_err(|e| std::io::Error::other(e.to_string()));
+    inert(&mut response);
+    Ok(match length {
+        Some(length) => response.body(SizedStream::new(length, body)),
+        None => response.streaming(body),
+    })
+}

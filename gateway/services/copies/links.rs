@@ -1,0 +1,102 @@
+//! Result links: `{public_url}/v1/files/{task_id}/{index}?expires=…&signature=…`, an HMAC-SHA256 of the
+//! task, the result's index and the expiry under the gateway's link secret. A browser or a `<video>` tag
+//! fetches a result with one, no API key needed, until it expires; a link altered anywhere is refused.
+
+use crate::adapters::store::{LINK_SECRET, kept_link_secret};
+use crate::ports::storage::Storage;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::path::Path;
+
+/// Bytes of a secret made on first start.
+const SECRET_BYTES: usize = 32;
+
+pub struct Links {
+    base: String,
+    /// Keyed with the secret once; cloned per link.
+    keyed: Hmac<Sha256>,
+}
+
+impl Links {
+    pub fn new(base: &str, secret: &[u8]) -> Result<Links, String> {
+        let keyed = Hmac::<Sha256>::new_from_slice(secret).map_err(|e| format!("link secret: {e}"))?;
+        Ok(Links { base: base.trim_end_matches('/').to_string(), keyed })
+    }
+
+    /// The link to result `index` of `task_id`, valid until `expires_ms` (whole seconds, rounded down).
+    pub fn link(&self, task_id: &str, index: usize, expires_ms: i64) -> String {
+        let expires = expires_ms.div_euclid(1000);
+        let signature = hex::encode(self.mac(task_id, index, expires).finalize().into_bytes());
+        format!("{}/v1/files/{task_id}/{index}?expires={expires}&signature={signature}", self.base)
+    }
+
+    /// Whether `signature` is this gateway's for the link, compared in constant time (expiry aside).
+    pub fn verify(&self, task_id: &str, index: usize, expires: i64, signature: &str) -> bool {
+        hex::decode(signature).is_ok_and(|bytes| self.mac(task_id, index, expires).verify_slice(&bytes).is_ok())
+    }
+
+    fn mac(&self, task_id: &str, index: usize, expires: i64) -> Hmac<Sha256> {
+        let mut mac = self.keyed.clone();
+        mac.update(format!("{task_id}\n{index}\n{expires}").as_bytes());
+        mac
+    }
+}
+
+/// The link secret: the environment variable's value if set; else, on a store shared by replicas, the one
+/// kept there (the first replica's); else the one kept in `data_dir`, made (with owner-only permissions) on
+/// first start.
+pub async fn secret(env: &str, data_dir: &Path, store: &dyn Storage) -> Result<Vec<u8>, String> {
+    if let Ok(value) = std::env::var(env)
+        && !value.is_empty()
+    {
+        return Ok(value.into_bytes());
+    }
+    if let Some(shared) = store.shared_secret(LINK_SECRET, made()).await.map_err(|e| e.to_string())? {
+        return Ok(shared);
+    }
+    if let Some(kept) = kept_link_secret(data_dir)? {
+        return Ok(kept);
+    }
+    let path = data_dir.join(LINK_SECRET);
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let secret = made();
+    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    file.write_all(&secret).and_then(|()| file.sync_all()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(secret)
+}
+
+/// A new secret: random bytes, in hex.
+fn made() -> Vec<u8> {
+    use rand::RngCore;
+    let mut bytes = [0u8; SECRET_BYTES];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes).into_bytes()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_verifies_and_any_change_to_it_does_not() {
+        let links = Links::new("http://gw/", b"secret").unwrap();
+        let link = links.link("task-1", 0, 2_000_999);
+        assert!(link.starts_with("http://gw/v1/files/task-1/0?expires=2000&signature="), "{link}");
+        let signature = link.rsplit('=').next().unwrap();
+        assert!(links.verify("task-1", 0, 2000, signature));
+        assert!(!links.verify("task-1", 1, 2000, signature));
+        assert!(!links.verify("task-2", 0, 2000, signature));
+        assert!(!links.verify("task-1", 0, 2001, signature));
+        assert!(!links.verify("task-1", 0, 2000, &signature.replace('a', "b").replace('0', "1")));
+        assert!(!Links::new("http://gw", b"other").unwrap().verify("task-1", 0, 2000, signature));
+    }
+}

@@ -1,0 +1,232 @@
+//! Result mirroring: each file of a succeeded task is copied from the upstream into the gateway's own
+//! storage (`files`), so results outlive the upstream's signed URLs.
+//!
+//! The write that makes a task `success` marks its mirroring pending (`Adoption`) and swaps its result
+//! URLs for the gateway's signed links (`links`), and the store queues the copy in that same write. The worker
+//! here takes due copies, streams each file in (hashing it on the way), and writes down the files (size,
+//! content type, SHA-256), or retries with backoff; a copy that never succeeds gives the results their
+//! upstream URLs back, and the task says so. Mirroring never touches billing. The sweeper deletes copies
+//! past their expiry and reports what is stored.
+
+pub mod links;
+
+use crate::adapters::files::Files;
+use crate::adapters::upstream::client::RegionUpstream;
+use crate::app::config::Config;
+use crate::domain::catalog::ModelSpec;
+use crate::domain::clock::{local_time, now_ms};
+use crate::domain::copies::{Mirror, MirrorState, MirroredFile};
+use crate::domain::tasks::TaskRecord;
+use crate::services::state::AppState;
+use actix_web::web;
+use links::Links;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often due copies are looked for.
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+/// Copies under way at once, at most.
+const COPIES_AT_ONCE: usize = 16;
+/// How long the queue keeps a copy taken by a process from the others; renewed while the copy runs, so a
+/// copy cut short by a crash is taken again this long after.
+const LEASE_MS: i64 = 30_000;
+/// How often the leases of the copies under way are renewed.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// Longest a file's download may take.
+const DOWNLOAD_WITHIN: Duration = Duration::from_secs(10 * 60);
+/// How often expired copies are deleted.
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// What keeps and serves result copies: the storage (read even with mirroring off, for the copies made
+/// before), whether new copies are made, and the link signer.
+pub struct Mirroring {
+    pub files: Files,
+    copies: bool,
+    pub links: Arc<Links>,
+    retention_ms: i64,
+}
+
+impl Mirroring {
+    /// Copies as `config` says, their links signed with `secret` (`links::secret`).
+    pub fn from_config(config: &Config, secret: &[u8]) -> Result<Mirroring, String> {
+        let results = &config.results;
+        let files = Files::from_config(config)?;
+        let base = results.public_url.clone().unwrap_or_else(|| crate::app::server::public_url(config, config.listen));
+        let retention_ms = i64::try_from(results.retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+        Ok(Mirroring { files, copies: results.mirror, links: Arc::new(Links::new(&base, secret)?), retention_ms })
+    }
+
+    /// What the write ending a task applies if it succeeds, where mirroring is on.
+    pub fn adoption(&self) -> Option<Adoption> {
+        self.copies.then(|| Adoption { links: self.links.clone(), retention_ms: self.retention_ms })
+    }
+}
+
+/// Marks a task that has just succeeded for mirroring.
+pub struct Adoption {
+    links: Arc<Links>,
+    retention_ms: i64,
+}
+
+impl Adoption {
+    /// If it has results: the upstream's are kept aside, and the task's become the gateway's links,
+    /// expiring with the copies.
+    pub fn apply(&self, task: &mut TaskRecord) {
+        if task.results.is_empty() || task.mirror.is_some() {
+            return;
+        }
+        let expires_ms = task.ended_ms().saturating_add(self.retention_ms);
+        let sources = task.results.clone();
+        for (index, result) in task.results.iter_mut().enumerate() {
+            result.url = self.links.link(&task.task_id, index, expires_ms);
+            result.expires_at = local_time(expires_ms);
+        }
+        task.mirror = Some(Mirror {
+            state: MirrorState::Pending,
+            sources,
+            expires_ms,
+            files: Vec::new(),
+            attempts: 0,
+            error: None,
+        });
+    }
+}
+
+/// Copies due results and sweeps expired copies until the process ends. Call once, on the actix system.
+/// With mirroring switched off the copies already queued are still made: their tasks' links promise them.
+pub async fn run(state: web::Data<AppState>) {
+    actix_web::rt::spawn(sweep(state.clone()));
+    let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
+    actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
+    // A copy that ends makes room for the next at once: copies keep pace with the tasks that end, rather
+    // than COPIES_AT_ONCE per look.
+    let room_made = Rc::new(tokio::sync::Notify::new());
+    loop {
+        tokio::select! {
+            () = actix_web::rt::time::sleep(LOOK_EVERY) => {}
+            () = room_made.notified() => {}
+        }
+        let room = COPIES_AT_ONCE.saturating_sub(under_way.borrow().len());
+        if room == 0 {
+            continue;
+        }
+        let due = match state.store.due_mirrors(now_ms(), LEASE_MS, room).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the result copies due");
+                continue;
+            }
+        };
+        for task in due {
+            if under_way.borrow_mut().insert(task.task_id.clone()) {
+                let (state, under_way, room_made) = (state.clone(), under_way.clone(), room_made.clone());
+                actix_web::rt::spawn(async move {
+                    let task_id = task.task_id.clone();
+                    attempt(&state, task).await;
+                    under_way.borrow_mut().remove(&task_id);
+                    room_made.notify_one();
+                });
+            }
+        }
+    }
+}
+
+/// Keeps the copies under way leased to this process.
+async fn renew(state: web::Data<AppState>, under_way: Rc<RefCell<HashSet<String>>>) {
+    loop {
+        actix_web::rt::time::sleep(RENEW_EVERY).await;
+        let task_ids: Vec<String> = under_way.borrow().iter().cloned().collect();
+        if !task_ids.is_empty()
+            && let Err(e) = state.store.renew_mirrors(task_ids, now_ms().saturating_add(LEASE_MS)).await
+        {
+            tracing::warn!(error = %e, "could not renew the leases of the result copies under way");
+        }
+    }
+}
+
+/// One attempt at copying a task's results, and what came of it written down.
+async fn attempt(state: &AppState, task: TaskRecord) {
+    // Queued only with its mirroring pending, and taken off the queue in the write that settles it.
+    let Some(mut mirror) = task.mirror.clone().filter(|m| m.state == MirrorState::Pending) else { return };
+    // A copy about to be made, after the write that ended its task: the crash window a queued copy must
+    // survive (tested).
+    crate::support::failpoint::reached("before-mirror");
+    mirror.attempts = mirror.attempts.saturating_add(1);
+    let mut results = task.results.clone();
+    let retry_ms = match copy_all(state, &task, &mirror).await {
+        Ok(files) => {
+            let bytes: u64 = files.iter().map(|f| f.size).sum();
+            crate::support::metrics::results_mirrored(files.len() as u64, bytes);
+            tracing::info!(task_id = task.task_id, files = files.len(), bytes, "results mirrored");
+            (mirror.state, mirror.files, mirror.error) = (MirrorState::Mirrored, files, None);
+            None
+        }
+        Err(error) => {
+            let delays = &state.config.results.retry_delays_ms;
+            let delay = delays.get(mirror.attempts as usize - 1).map(|d| i64::try_from(*d).unwrap_or(i64::MAX));
+            tracing::warn!(task_id = task.task_id, attempt = mirror.attempts, error, "could not mirror results");
+            mirror.error = Some(error);
+            match delay {
+                Some(delay) => Some(now_ms().saturating_add(delay)),
+                None => {
+                    crate::support::metrics::results_mirror_failed(mirror.sources.len() as u64);
+                    mirror.state = MirrorState::Failed;
+                    results.clone_from(&mirror.sources);
+                    None
+                }
+            }
+        }
+    };
+    // Not written (the store is down): the copy stays queued, and is made again once its lease ends.
+    if let Err(e) = state.store.save_mirror(&task.task_id, mirror, results, retry_ms).await {
+        tracing::warn!(task_id = task.task_id, error = %e, "could not record a result copy; it will be made again");
+    }
+}
+
+async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
+    let files = &state.mirroring.files;
+    let upstream = upstream_of(state, task)?;
+    let mut copied = Vec::with_capacity(mirror.sources.len());
+    for (index, source) in mirror.sources.iter().enumerate() {
+        let response = upstream.fetch(&source.url).timeout(DOWNLOAD_WITHIN).send().await;
+        let response = response.map_err(|e| format!("result {index}: no answer from the upstream: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("result {index}: the upstream answered {}", response.status().as_u16()));
+        }
+        let content_type = response
+            .headers()
+            .get(actix_web::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| default_content_type(&source.kind).to_string(), str::to_string);
+        let path = files.path(&task.task_id, index, mirror.expires_ms);
+        let stored = files.put(&path, &content_type, response).await.map_err(|e| format!("result {index}: {e}"))?;
+        copied.push(MirroredFile { key: path, size: stored.size, content_type, sha256: stored.sha256 });
+    }
+    Ok(copied)
+}
+
+/// The upstream that serves `task`'s result files: its model's region's.
+pub fn upstream_of<'a>(state: &'a AppState, task: &TaskRecord) -> Result<&'a RegionUpstream, String> {
+    let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("The task's model is no longer served.")?;
+    state.upstreams.region(region).map_err(|e| e.to_string())
+}
+
+/// The content type of a result whose upstream named none, by its kind.
+pub fn default_content_type(kind: &str) -> &'static str {
+    if kind == "video" { "video/mp4" } else { "image/png" }
+}
+
+/// Deletes expired copies every so often, and reports what is stored.
+async fn sweep(state: web::Data<AppState>) {
+    let files = &state.mirroring.files;
+    loop {
+        match files.sweep(now_ms()).await {
+            Ok((objects, bytes)) => crate::support::metrics::results_stored(objects, bytes),
+            Err(e) => tracing::warn!(error = %e, "could not delete expired result copies"),
+        }
+        actix_web::rt::time::sleep(SWEEP_EVERY).await;
+    }
+}

@@ -1,0 +1,162 @@
+//! Webhooks: every task end with an endpoint (the submission's `callback_url`, else its account's) is
+//! delivered as a Standard Webhooks message. The store queues the delivery in the write that ends the task;
+//! the dispatcher here takes the due ones, signs and sends each, and writes down the attempt and the next
+//! one (the configured schedule) or the end: delivered on a 2xx, disabled on a 410 (the endpoint too),
+//! failed after the last retry. A delivery is sent at least once: one cut short by a crash is sent again,
+//! with the same `webhook-id`.
+
+pub mod callbacks;
+pub mod signing;
+
+use crate::domain::clock::now_ms;
+use crate::domain::deliveries::{Attempt, Delivery, DeliveryState};
+use crate::ports::storage::StoreError;
+use crate::services::state::AppState;
+use crate::services::tasks::answers::answer;
+use actix_web::web;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How often due deliveries are looked for.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
+/// Attempts under way at once, at most.
+const ATTEMPTS_AT_ONCE: usize = 64;
+/// How long a delivery whose attempt could not be written waits before it is attempted again.
+const UNRECORDED_PAUSE: Duration = Duration::from_secs(30);
+/// An endpoint that has not answered after this long has failed the attempt.
+const ANSWER_WITHIN: Duration = Duration::from_secs(15);
+
+/// Sends due deliveries until the process ends. Call once, on the actix system.
+pub async fn run(state: web::Data<AppState>) {
+    let client = client(state.config.webhooks.allow_private_callbacks);
+    let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
+    loop {
+        actix_web::rt::time::sleep(LOOK_EVERY).await;
+        let room = ATTEMPTS_AT_ONCE.saturating_sub(under_way.borrow().len());
+        if !state.config.webhooks.enabled || room == 0 {
+            continue;
+        }
+        let due = match state.store.due_deliveries(now_ms(), room).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the deliveries due");
+                continue;
+            }
+        };
+        for delivery in due {
+            if under_way.borrow_mut().insert(delivery.id.clone()) {
+                let (state, client, under_way) = (state.clone(), client.clone(), under_way.clone());
+                actix_web::rt::spawn(async move {
+                    let id = delivery.id.clone();
+                    if !attempt(&state, &client, delivery).await {
+                        // Still due in the store: held back here, not sent again every look.
+                        actix_web::rt::time::sleep(UNRECORDED_PAUSE).await;
+                    }
+                    under_way.borrow_mut().remove(&id);
+                });
+            }
+        }
+    }
+}
+
+fn client(allow_private: bool) -> awc::Client {
+    let resolver = actix_tls::connect::Resolver::custom(callbacks::GuardedResolver { allow_private });
+    let mut connector = awc::Connector::new().connector(actix_tls::connect::Connector::new(resolver).service());
+    match crate::support::tls::client_config(None) {
+        Ok(tls) => connector = connector.rustls_0_23(tls),
+        Err(e) => tracing::warn!(error = %e, "no trusted certificates: https endpoints cannot be reached"),
+    }
+    awc::Client::builder().connector(connector).disable_redirects().timeout(ANSWER_WITHIN).finish()
+}
+
+/// One attempt: sends the delivery, then writes down what came of it; whether that was written.
+async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery) -> bool {
+    // A delivery about to be sent, after the write that ended its task: the crash window a queued delivery
+    // must survive (tested).
+    crate::support::failpoint::reached("before-delivery");
+    let at_ms = now_ms();
+    let answer = send(state, client, &delivery, at_ms).await;
+    let status = answer.as_ref().ok().copied();
+    let error = match &answer {
+        Ok(status) if (200..300).contains(status) => None,
+        Ok(status) => Some(format!("the endpoint answered {status}")),
+        Err(e) => Some(e.clone()),
+    };
+    delivery.attempts.push(Attempt { at_ms, status, error });
+    let outcome = match status {
+        Some(200..=299) => {
+            delivery.state = DeliveryState::Delivered;
+            "delivered"
+        }
+        Some(410) => {
+            delivery.state = DeliveryState::Disabled;
+            let url = delivery.url.clone();
+            let disable = Box::new(move |s: &mut crate::domain::deliveries::WebhookSettings| {
+                if !s.disabled.contains(&url) {
+                    s.disabled.push(url);
+                }
+            });
+            if let Err(e) = state.store.change_webhook_settings(&delivery.account, disable).await {
+                tracing::warn!(error = %e, url = delivery.url, "could not disable a gone endpoint");
+            }
+            "disabled"
+        }
+        _ => match state.config.webhooks.retry_delays_ms.get(delivery.attempts.len() - 1) {
+            Some(delay) => {
+                delivery.next_attempt_ms = at_ms.saturating_add(i64::try_from(*delay).unwrap_or(i64::MAX));
+                "retry"
+            }
+            None => {
+                delivery.state = DeliveryState::Failed;
+                "failed"
+            }
+        },
+    };
+    crate::support::metrics::webhook_attempt(outcome);
+    tracing::info!(delivery = delivery.id, task_id = delivery.task_id, status, outcome, "webhook attempt");
+    // Not written (the store is down): the delivery stays due, and is attempted again.
+    match state.store.save_delivery(delivery).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record a webhook attempt; it will be made again");
+            false
+        }
+    }
+}
+
+/// Signs and posts the delivery's message; the endpoint's status, or why there is none.
+async fn send(state: &AppState, client: &awc::Client, delivery: &Delivery, at_ms: i64) -> Result<u16, String> {
+    let failed = |e: StoreError| e.to_string();
+    let task = state.store.task(&delivery.task_id).await.map_err(failed)?.ok_or("the task is gone")?;
+    let settings = state.store.webhook_settings(&delivery.account).await.map_err(failed)?.unwrap_or_default();
+    let secrets: Vec<&str> = settings.signing_secrets(at_ms).collect();
+    if secrets.is_empty() {
+        return Err(format!(
+            "account `{}` has no webhook secret yet (mediagate admin webhook rotate)",
+            delivery.account
+        ));
+    }
+    let (data, _) = answer(&task);
+    let timestamp = chrono::DateTime::from_timestamp_millis(at_ms).unwrap_or_default();
+    let message = serde_json::json!({
+        "type": delivery.event,
+        "timestamp": timestamp.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "data": data,
+    });
+    let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+    let seconds = at_ms.div_euclid(1000);
+    let signature = signing::signature(secrets.into_iter(), &delivery.id, seconds, &body)?;
+    let response = client
+        .post(&delivery.url)
+        .insert_header(("content-type", "application/json"))
+        .insert_header(("user-agent", concat!("mediagate/", env!("CARGO_PKG_VERSION"))))
+        .insert_header(("webhook-id", delivery.id.as_str()))
+        .insert_header(("webhook-timestamp", seconds.to_string()))
+        .insert_header(("webhook-signature", signature))
+        .send_body(body)
+        .await
+        .map_err(|e| format!("no answer: {e}"))?;
+    Ok(response.status().as_u16())
+}

@@ -1,0 +1,8 @@
+//! The use cases: submitting, reading and cancelling tasks, accounts and money, webhook settings, and the
+//! background work (the poller, the copy worker, the webhook dispatcher).
+
+pub mod copies;
+pub mod deliveries;
+pub mod limits;
+pub mod state;
+pub mod tasks;

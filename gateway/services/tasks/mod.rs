@@ -1,0 +1,382 @@
+//! Tasks: creating one for an admitted submission, forwarding it, reading it back, cancelling it. The
+//! poller (in `poller`) owns every task between acceptance and its terminal state.
+
+pub mod answers;
+mod keys;
+pub mod poller;
+pub mod results;
+mod sweep;
+mod tracker;
+
+use crate::adapters::store::embedded::Earmark;
+use crate::adapters::upstream::UpstreamError;
+use crate::adapters::upstream::client;
+use crate::adapters::upstream::client::Answer;
+use crate::domain::admission::Admitted;
+use crate::domain::catalog::TaskMode;
+use crate::domain::clock::{local_time, now_ms};
+use crate::domain::copies::MirrorState;
+use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
+use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::ports::storage::{Commit, StoredTask, TaskRef};
+use crate::services::state::AppState;
+use actix_web::web;
+use serde_json::{Value, json};
+
+/// A new task record for an admitted submission, not yet forwarded.
+pub fn new_task(
+    account: &str,
+    key_prefix: &str,
+    admitted: &Admitted,
+    request_id: String,
+    max_task_seconds: u64,
+) -> TaskRecord {
+    let now = now_ms();
+    let model = admitted.model;
+    let deadline = match max_task_seconds {
+        0 => model.deadline_seconds,
+        cap => model.deadline_seconds.min(cap),
+    };
+    TaskRecord {
+        // Time-ordered (UUIDv7): new tasks land at the right edge of the store's B-trees, so a group commit
+        // dirties a few pages instead of one leaf per task.
+        task_id: crate::domain::clock::prefixed("task-", uuid::Uuid::now_v7()),
+        request_id,
+        account: account.to_string(),
+        key_prefix: key_prefix.to_string(),
+        model: model.id.into(),
+        operation: model.operation.as_str().into(),
+        media: model.media,
+        status: if model.task_mode == TaskMode::Async { TaskStatus::Queued } else { TaskStatus::Running },
+        created_at: local_time(now),
+        created_ms: now,
+        updated_ms: now,
+        finished_ms: None,
+        upstream_task_id: None,
+        next_poll_ms: now,
+        deadline_ms: now + (deadline as i64) * 1000,
+        results: Vec::new(),
+        usage: None,
+        error: None,
+        billing: None,
+        callback_url: None,
+        mirror: None,
+        running_ms: None,
+    }
+}
+
+/// The acceptance object of an asynchronous submission (service spec section 2.4).
+pub fn acceptance(task: &TaskRecord) -> Value {
+    json!({
+        "task_id": task.task_id,
+        "request_id": task.request_id,
+        "status": TaskStatus::Queued.as_str(),
+        "message": format!("Task accepted. Poll GET /v1/tasks/{} until status is success, failed, timeout or cancelled.", task.task_id),
+        "created_at": task.created_at,
+    })
+}
+
+/// Forwards an async task whose record is already stored, and records the upstream's task id.
+/// A refused forward ends the task as `failed` before the client hears of it.
+pub async fn forward_async(
+    state: &web::Data<AppState>,
+    task: Box<StoredTask>,
+    admitted: &Admitted,
+) -> Result<TaskRecord, ApiError> {
+    let answer = create_with_retry(state, admitted).await;
+    let task_id = task.record.task_id.clone();
+    match answer {
+        Ok(answer) => {
+            let reported = answer.read::<results::Reported>().ok();
+            let upstream_id = reported.and_then(|r| r.output.task_id).map(String::from);
+            let Some(upstream_id) = upstream_id else {
+                fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
+                return Err(UpstreamError::Malformed("no task id".into()).into());
+            };
+            let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
+            // Durable: it also persists the task and its hold, written deferred before the forward.
+            let forwarded = state
+                .store
+                .forwarded(
+                    task.into(),
+                    Box::new(move |t| {
+                        t.upstream_task_id = Some(upstream_id);
+                        t.next_poll_ms = first_poll;
+                        t.updated_ms = now_ms();
+                    }),
+                )
+                .await
+                .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
+            let forwarded = forwarded.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
+            if forwarded.polled_here {
+                state.poller.schedule(forwarded.task.clone());
+            }
+            Ok(forwarded.task)
+        }
+        Err(error) => {
+            fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;
+            Err(error.into())
+        }
+    }
+}
+
+/// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
+async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Answer, UpstreamError> {
+    let mut delay = std::time::Duration::from_millis(100);
+    for attempt in 0.. {
+        crate::support::metrics::upstream_call("create");
+        let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
+        if answer.is_err() {
+            crate::support::metrics::upstream_error("create");
+        }
+        match answer {
+            Err(e @ UpstreamError::Timeout) => return Err(e),
+            Err(e) if e.is_transient() && attempt < 2 => {
+                tracing::warn!(model = admitted.model.id, error = %e, attempt, "upstream create failed, retrying");
+                actix_web::rt::time::sleep(delay).await;
+                delay *= 4;
+            }
+            other => return other,
+        }
+    }
+    Err(UpstreamError::Timeout)
+}
+
+/// A live task its handler will end: stored already, or written once, when it ends.
+#[derive(Debug)]
+pub enum OpenTask {
+    Stored(TaskRef),
+    /// Not stored yet: a synchronous task without an `Idempotency-Key`, whose money is earmarked in memory.
+    Unwritten(Box<TaskRecord>, Earmark),
+}
+
+impl OpenTask {
+    /// A task this process polls, changed only while it holds the task's lease.
+    pub fn polled(task_id: &str) -> OpenTask {
+        OpenTask::Stored(TaskRef::Polled(task_id.to_string()))
+    }
+}
+
+impl From<&str> for OpenTask {
+    fn from(task_id: &str) -> OpenTask {
+        OpenTask::Stored(task_id.into())
+    }
+}
+
+impl From<Box<StoredTask>> for OpenTask {
+    fn from(task: Box<StoredTask>) -> OpenTask {
+        OpenTask::Stored(task.into())
+    }
+}
+
+/// The error of a task whose submission a restart cut short: nothing was charged, and a retry with its
+/// `Idempotency-Key` runs it.
+pub const SUBMISSION_INTERRUPTED: &str = "submission_interrupted";
+pub const SUBMISSION_INTERRUPTED_MESSAGE: &str = "The gateway restarted while submitting this task; nothing was charged. A retry with the same Idempotency-Key runs it.";
+/// The error of a synchronous task whose client went away before its result: nothing was charged.
+pub const CLIENT_DISCONNECTED: &str = "client_disconnected";
+
+/// Whether `task` ended without doing its work, so that a retry of it should do the work.
+pub fn did_no_work(task: &TaskRecord) -> bool {
+    task.status.is_terminal()
+        && task.upstream_task_id.is_none()
+        && task.error.as_ref().is_some_and(|e| e.code == SUBMISSION_INTERRUPTED || e.code == CLIENT_DISCONNECTED)
+}
+
+/// Whether `task` is live without an upstream task id and the process that submitted it has stopped: its
+/// submission was cut short, since no handler can be forwarding it.
+pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, ApiError> {
+    if task.status.is_terminal() || task.upstream_task_id.is_some() {
+        return Ok(false);
+    }
+    Ok(state.store.abandoned(task, state.started_ms).await?)
+}
+
+/// Ends a task whose submission was cut short (see [`interrupted`]), giving its hold back.
+pub async fn end_interrupted(state: &AppState, task_id: &str) -> Result<Option<TaskRecord>, ApiError> {
+    fail(state, task_id, SUBMISSION_INTERRUPTED, SUBMISSION_INTERRUPTED_MESSAGE).await
+}
+
+/// Ends a task as failed (compare-and-swap from any live state).
+pub async fn fail(
+    state: &AppState,
+    task: impl Into<OpenTask>,
+    code: &str,
+    message: &str,
+) -> Result<Option<TaskRecord>, ApiError> {
+    let error = TaskError { code: code.to_string(), message: message.to_string() };
+    finish(state, task, TaskStatus::Failed, move |t| t.error = Some(error)).await
+}
+
+/// Moves a live task to a terminal state exactly once, settling its money in the same write; `None` if it
+/// had already ended.
+pub async fn finish(
+    state: &AppState,
+    task: impl Into<OpenTask>,
+    status: TaskStatus,
+    change: impl FnOnce(&mut TaskRecord) + Send + 'static,
+) -> Result<Option<TaskRecord>, ApiError> {
+    let adoption = (status == TaskStatus::Success).then(|| state.mirroring.adoption()).flatten();
+    let end = move |t: &mut TaskRecord| {
+        let now = now_ms();
+        t.status = status;
+        t.updated_ms = now;
+        t.finished_ms = Some(now);
+        change(t);
+        if let Some(adoption) = adoption {
+            adoption.apply(t);
+        }
+    };
+    let finished = match task.into() {
+        OpenTask::Stored(task) => {
+            let live = [TaskStatus::Queued, TaskStatus::Running];
+            let task_id = task.task_id().to_string();
+            let changed = state
+                .store
+                .change_task(task, &live, Commit::Durable, Box::new(end))
+                .await
+                .inspect_err(|_| state.poller.take_over(task_id))?;
+            if let Some(task) = &changed {
+                state.limits.release(&task.account);
+            }
+            changed
+        }
+        OpenTask::Unwritten(mut task, earmark) => {
+            // No record is left for anything else to end: its slot is given back however the write goes, and
+            // a task whose one write failed leaves nothing in flight either.
+            let _slot = scopeguard::guard(task.account.clone(), |account| state.limits.release(&account));
+            end(&mut task);
+            Some(state.store.add_ended(*task, earmark).await?)
+        }
+    };
+    if let Some(task) = &finished {
+        crate::support::metrics::task_finished(task.status);
+    }
+    Ok(finished)
+}
+
+/// The client's view of a task.
+pub fn view(task: &TaskRecord) -> Value {
+    let mut out = json!({
+        "task_id": task.task_id,
+        "request_id": task.request_id,
+        "status": task.status.as_str(),
+        "model": task.model,
+        "operation": task.operation,
+        "type": task.media.as_str(),
+        "created_at": task.created_at,
+        "updated_at": local_time(task.updated_ms),
+    });
+    if let Some(finished) = task.finished_ms {
+        out["finished_at"] = local_time(finished).into();
+    }
+    if !task.results.is_empty() {
+        out["results"] = results_view(task);
+    }
+    if let Some(mirror) = &task.mirror {
+        out["mirror"] = json!({"status": mirror.state.as_str()});
+        if let (MirrorState::Failed, Some(error)) = (mirror.state, &mirror.error) {
+            out["mirror"]["error"] = error.as_str().into();
+        }
+    }
+    if let Some(usage) = &task.usage {
+        out["usage"] = usage.to_value();
+    }
+    if let Some(error) = &task.error {
+        out["error"] = json!(error);
+    }
+    if let Some(settlement) = task.billing.as_ref().and_then(crate::domain::billing::summary) {
+        out["settlement"] = settlement;
+    }
+    out
+}
+
+/// A task's results, each with its copy's size, content type and SHA-256 once mirrored.
+fn results_view(task: &TaskRecord) -> Value {
+    let results = task.results.iter().enumerate().map(|(index, result)| {
+        let mut out = json!(result);
+        if let Some(file) = task.mirror.as_ref().and_then(|m| m.file(index)) {
+            out["size"] = file.size.into();
+            out["content_type"] = file.content_type.as_str().into();
+            out["sha256"] = file.sha256.as_str().into();
+        }
+        out
+    });
+    Value::Array(results.collect())
+}
+
+/// `equivalent_usage` of a task query: image tasks on `success` only.
+pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
+    if task.status != TaskStatus::Success || task.media != crate::domain::catalog::Media::Image {
+        return None;
+    }
+    let model = crate::domain::catalog::ModelSpec::find(&task.model)?;
+    let billing = task.billing.as_ref()?;
+    let list_price = billing.settlement.as_ref()?.list_price;
+    let tokens = crate::domain::billing::equivalent::tokens(model, list_price, billing.baseline, task.usage.as_ref())?;
+    Some(crate::domain::billing::equivalent::object(tokens))
+}
+
+/// `account`'s task, or a 404 that looks the same whether it is missing or someone else's.
+pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+    match state.store.task(task_id).await? {
+        Some(task) if task.account == account => Ok(task),
+        _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
+    }
+}
+
+/// Cancels a task the upstream has not started; anything later is a 409.
+pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+    let task = owned_task(state, account, task_id).await?;
+    let not_cancellable = |status: TaskStatus| {
+        ApiError::new(
+            ErrorCode::task_not_cancellable,
+            format!("Task `{task_id}` is {}; only a queued task can be cancelled.", status.as_str()),
+        )
+        .with_param("task_id")
+    };
+    if task.status != TaskStatus::Queued {
+        return Err(not_cancellable(task.status));
+    }
+    if let Some(upstream_id) = &task.upstream_task_id {
+        let model =
+            crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| ApiError::internal("unknown model"))?;
+        let upstream = state.upstreams.region(model.region)?;
+        match client::cancel(upstream, upstream_id).await {
+            Ok(_) => {}
+            Err(UpstreamError::Answered { code, .. }) if code == "UnsupportedOperation" => {
+                return Err(not_cancellable(TaskStatus::Running));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let cancelled = finish(state, task_id, TaskStatus::Cancelled, |t| {
+        t.error = Some(TaskError { code: "cancelled".into(), message: "Cancelled by the client.".into() });
+    })
+    .await?;
+    match cancelled {
+        Some(task) => Ok(task),
+        None => {
+            // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
+            let task = owned_task(state, account, task_id).await?;
+            if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_time;
+
+    #[test]
+    fn local_time_matches_chronos_format() {
+        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000, -1] {
+            let expected = chrono::DateTime::from_timestamp_millis(ms)
+                .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            // Again, from the recent seconds kept, and another millisecond of the same second.
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            assert_eq!(Some(local_time(ms - ms.rem_euclid(1000))), expected, "{ms}");
+        }
+    }
+}

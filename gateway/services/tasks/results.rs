@@ -1,0 +1,199 @@
+//! Reading an upstream task answer: its status, its result files, its usage, its failure.
+//!
+//! The upstream's success payloads differ per family (upstream-protocol.md section 5); result URLs are
+//! collected from every place a family puts them, so no model is named here. An answer is read straight
+//! from its bytes into [`Reported`] (strings borrowed, unknown fields skipped), not into a `Value` tree.
+
+use crate::domain::catalog::Media;
+use crate::domain::tasks::{TaskError, TaskResult, TaskStatus};
+use crate::domain::usage::Usage;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// What an upstream answer says about its task. Lists may also come as `null`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Reported<'a> {
+    #[serde(borrow)]
+    pub output: Output<'a>,
+    /// As it came: stored on the task and priced from.
+    #[serde(borrow)]
+    pub usage: Option<&'a RawValue>,
+}
+
+/// An answer's `output`: the task's state and every field a family puts result URLs in.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Output<'a> {
+    #[serde(borrow)]
+    pub task_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    task_status: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    video_url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    output_image_url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    output_vis_image_url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    results: Option<Vec<Item<'a>>>,
+    #[serde(borrow)]
+    render_urls: Option<Vec<Option<Cow<'a, str>>>>,
+    #[serde(borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+}
+
+/// An entry of `results`; a failed one carries no `url`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Item<'a> {
+    #[serde(borrow)]
+    url: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Choice<'a> {
+    #[serde(borrow)]
+    message: Message<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Message<'a> {
+    #[serde(borrow)]
+    content: Option<Vec<Content<'a>>>,
+}
+
+/// A content item: an image (`image`, or `image_url` in some families) or text.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Content<'a> {
+    #[serde(borrow)]
+    image: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    image_url: Option<Cow<'a, str>>,
+}
+
+/// What one upstream answer says about a task.
+#[derive(Debug)]
+pub enum Observed {
+    Pending,
+    Running,
+    Succeeded { results: Vec<TaskResult>, usage: Option<Usage> },
+    Failed(TaskError),
+    Cancelled,
+}
+
+/// Result files stay downloadable this long after success.
+pub const RESULT_TTL_HOURS: i64 = 24;
+
+/// Interprets a `GET /tasks/{id}` answer.
+pub fn observe(answer: Reported<'_>, media: Media) -> Observed {
+    let output = &answer.output;
+    match output.task_status.as_deref().unwrap_or("UNKNOWN") {
+        "PENDING" => Observed::Pending,
+        "RUNNING" | "SUSPENDED" => Observed::Running,
+        "SUCCEEDED" => Observed::Succeeded { results: results(output, media), usage: answer.usage.map(Usage::from) },
+        "FAILED" => Observed::Failed(TaskError {
+            code: output.code.as_deref().unwrap_or("UpstreamFailed").to_string(),
+            message: output.message.as_deref().unwrap_or("The upstream failed the task.").to_string(),
+        }),
+        "CANCELED" | "CANCELLED" => Observed::Cancelled,
+        _ => Observed::Failed(TaskError {
+            code: "UpstreamTaskUnknown".into(),
+            message: "The upstream no longer knows this task (unknown or older than 24 hours).".into(),
+        }),
+    }
+}
+
+/// Every result URL of a success payload, in the upstream's order.
+pub fn results(output: &Output<'_>, media: Media) -> Vec<TaskResult> {
+    let singles = [&output.video_url, &output.output_image_url, &output.output_vis_image_url];
+    let listed = output.results.iter().flatten().map(|item| &item.url);
+    let rendered = output.render_urls.iter().flatten();
+    let contents = output.choices.iter().flatten().flat_map(|choice| choice.message.content.iter().flatten());
+    let in_content = contents.map(|item| if item.image.is_some() { &item.image } else { &item.image_url });
+    let urls = singles.into_iter().chain(listed).chain(rendered).chain(in_content).flatten();
+    let expires_at = super::local_time(super::now_ms() + RESULT_TTL_HOURS * 3_600_000);
+    urls.map(|url| TaskResult { url: url.to_string(), kind: media.as_str().into(), expires_at: expires_at.clone() })
+        .collect()
+}
+
+/// The gateway state an observation moves a task to.
+pub fn status_of(observed: &Observed) -> TaskStatus {
+    match observed {
+        Observed::Pending => TaskStatus::Queued,
+        Observed::Running => TaskStatus::Running,
+        Observed::Succeeded { .. } => TaskStatus::Success,
+        Observed::Failed(_) => TaskStatus::Failed,
+        Observed::Cancelled => TaskStatus::Cancelled,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn urls(answer: &str) -> Vec<String> {
+        let reported: Reported = serde_json::from_str(answer).unwrap();
+        results(&reported.output, Media::Image).into_iter().map(|r| r.url).collect()
+    }
+
+    /// Every place upstream-protocol.md section 5 puts result URLs, in the upstream's order; failed items,
+    /// text and unknown fields are skipped, and a list may be `null`.
+    #[test]
+    fn result_urls_are_read_from_every_family_shape() {
+        assert_eq!(
+            urls(r#"{"output":{"task_status":"SUCCEEDED","video_url":"v.mp4"},"usage":{"duration":5}}"#),
+            ["v.mp4"]
+        );
+        assert_eq!(
+            urls(
+                r#"{"output":{"results":[{"url":"a.png","orig_prompt":"x"},{"code":"DataInspectionFailed","message":"m"},{"url":"b.png"}],"task_metrics":{"TOTAL":3}}}"#
+            ),
+            ["a.png", "b.png"]
+        );
+        assert_eq!(
+            urls(r#"{"output":{"output_image_url":"o.png","output_vis_image_url":"vis.png"}}"#),
+            ["o.png", "vis.png"]
+        );
+        assert_eq!(
+            urls(r#"{"output":{"render_urls":["p1.png","p2.png"],"bg_urls":["bg.png"]}}"#),
+            ["p1.png", "p2.png"]
+        );
+        assert_eq!(
+            urls(
+                r#"{"output":{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":[{"image":"c1.png","type":"image"},{"text":"caption"},{"image_url":"c2.png"}]}}]}}"#
+            ),
+            ["c1.png", "c2.png"]
+        );
+        assert!(urls(r#"{"output":{"results":null,"choices":null,"video_url":null}}"#).is_empty());
+    }
+
+    #[test]
+    fn a_task_answer_reads_as_its_state() {
+        let read = |answer: &str| observe(serde_json::from_str(answer).unwrap(), Media::Video);
+        assert!(matches!(read(r#"{"output":{"task_id":"t","task_status":"RUNNING"}}"#), Observed::Running));
+        let Observed::Succeeded { results, usage } =
+            read(r#"{"output":{"task_status":"SUCCEEDED","video_url":"v.mp4"},"usage":{"duration":5}}"#)
+        else {
+            panic!("not a success");
+        };
+        assert_eq!((results[0].url.as_str(), &*results[0].kind), ("v.mp4", "video"));
+        assert_eq!(usage.map(|usage| usage.to_value()), Some(serde_json::json!({"duration": 5})));
+        let Observed::Failed(error) =
+            read(r#"{"output":{"task_status":"FAILED","code":"DataInspectionFailed","message":"no"}}"#)
+        else {
+            panic!("not a failure");
+        };
+        assert_eq!((error.code.as_str(), error.message.as_str()), ("DataInspectionFailed", "no"));
+        assert!(matches!(read(r#"{"output":{"task_status":"CANCELED"}}"#), Observed::Cancelled));
+    }
+}
