@@ -6,7 +6,8 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use mediagate::adapters::store::embedded::Store;
 use mediagate::domain::admission::admit;
-use mediagate::domain::catalog::{ENDPOINTS, Registry};
+use mediagate::domain::catalog::ENDPOINTS;
+use mediagate::domain::registry::Registry;
 use mediagate::domain::tasks::hash_key;
 use serde_json::{Value, json};
 use std::hint::black_box;

@@ -286,7 +286,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             print(format!("{applied} migration(s) applied; the schema is current"))
         }
-        Command::Schemas { out } => mediagate::domain::catalog::write_schemas(&out).map_err(|e| e.to_string()),
+        Command::Schemas { out } => write_schemas(&out).map_err(|e| e.to_string()),
     }
 }
 
@@ -395,6 +395,24 @@ fn init_logging(command: &Command) {
         .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
+}
+
+/// Writes every published schema and the OpenAPI document under `dir`.
+fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
+    use mediagate::domain::catalog;
+    let write = |path: std::path::PathBuf, text: &str| -> std::io::Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)
+    };
+    for op in catalog::OPERATIONS {
+        write(dir.join("operations").join(format!("{}.json", op.name)), op.published_schema)?;
+    }
+    for model in catalog::MODELS {
+        write(dir.join("models").join(format!("{}.json", model.id)), model.published_schema)?;
+    }
+    write(dir.join("openapi.json"), catalog::OPENAPI_JSON)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used)]
 
 use mediagate::domain::admission::admit;
-use mediagate::domain::catalog::{ModelSpec, Registry};
+use mediagate::domain::catalog::ModelSpec;
+use mediagate::domain::registry::Registry;
 use serde_json::Value;
 use std::path::Path;
 

@@ -1,8 +1,9 @@
-//! The Rust the gateway `include!`s: typed request structs that render the upstream envelope, the static
-//! tables of operations, endpoints, routes and models, and the actix-web route table.
+//! The Rust the gateway `include!`s: typed request structs that render the upstream envelope, and the static
+//! tables of operations, endpoints, routes and models.
 //!
-//! The generated code names types of the gateway's `catalog` module (`crate::domain::catalog::*`) and its envelope
-//! builder (`crate::domain::envelope`), which are the runtime's side of this contract.
+//! The generated code names only types of the gateway's `domain::catalog` module and its envelope builder
+//! (`domain::catalog::envelope`), which are the runtime's side of this contract; the HTTP edge mounts the
+//! endpoints from the tables.
 
 use crate::Spec;
 use crate::spec::{
@@ -67,19 +68,9 @@ pub fn generate(spec: &Spec) -> String {
         .iter()
         .flat_map(|(tier, ratios)| ratios.iter().map(move |(ratio, size)| quote! { (#tier, #ratio, #size) }));
     let models = spec.models.iter().map(|m| model_spec(spec, m));
-    let resources = spec.endpoints.endpoints.iter().enumerate().map(|(i, _)| {
-        quote! {
-            cfg.service(
-                actix_web::web::resource(ENDPOINTS[#i].path)
-                    .app_data(actix_web::web::Data::new(&ENDPOINTS[#i]))
-                    .route(actix_web::web::post().to(crate::edges::http::submit::submit))
-                    .default_service(actix_web::web::to(crate::edges::http::post_only)),
-            );
-        }
-    });
     let tokens = quote! {
         use crate::domain::catalog::{Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec, PixelRange, RouteSpec, SyncResponse, TaskMode, TierPrice, TokenPrice, Transform, UpstreamWire, WireHeader};
-        use crate::domain::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
+        use crate::domain::catalog::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
 
         /// Every operation of the spec.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -141,11 +132,6 @@ pub fn generate(spec: &Spec) -> String {
         pub static MODELS: &[ModelSpec] = &[#(#models),*];
         /// The published OpenAPI 3.1 document.
         pub static OPENAPI_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/schemas/openapi.json"));
-
-        /// Mounts the submit endpoints; every one is served by the same generic handler.
-        pub fn configure_submit_routes(cfg: &mut actix_web::web::ServiceConfig) {
-            #(#resources)*
-        }
     };
     let file: syn::File = match syn::parse2(tokens) {
         Ok(file) => file,

@@ -4,9 +4,9 @@
 
 use std::sync::OnceLock;
 
-fn registry() -> &'static mediagate::domain::catalog::Registry {
-    static REGISTRY: OnceLock<mediagate::domain::catalog::Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| mediagate::domain::catalog::Registry::new(Vec::new()).unwrap_or_else(|e| panic!("{e}")))
+fn registry() -> &'static mediagate::domain::registry::Registry {
+    static REGISTRY: OnceLock<mediagate::domain::registry::Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| mediagate::domain::registry::Registry::new(Vec::new()).unwrap_or_else(|e| panic!("{e}")))
 }
 
 libfuzzer_sys::fuzz_target!(|bytes: &[u8]| {

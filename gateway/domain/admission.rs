@@ -2,8 +2,9 @@
 //! operation belongs to this endpoint, the body passes the model's schema and rules, and it deserializes
 //! into the operation's typed struct, which renders the upstream envelope.
 
-use crate::domain::catalog::{EndpointSpec, ModelSpec, OperationRequest, Registry};
-use crate::domain::envelope::EnvelopeBuilder;
+use crate::domain::catalog::envelope::EnvelopeBuilder;
+use crate::domain::catalog::{EndpointSpec, ModelSpec, OperationRequest};
+use crate::domain::registry::Registry;
 use crate::edges::http::error::{ApiError, ErrorCode};
 use serde_json::{Map, Value};
 

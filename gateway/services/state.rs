@@ -2,7 +2,7 @@
 
 use crate::adapters::upstream::Upstreams;
 use crate::app::config::Config;
-use crate::domain::catalog::Registry;
+use crate::domain::registry::Registry;
 use crate::ports::storage::Storage;
 use crate::services::limits::Limits;
 use crate::services::tasks::answers::FinishedAnswers;

@@ -5,7 +5,7 @@ use crate::domain::catalog::{
     PixelRange, RouteSpec, SyncResponse, TaskMode, TierPrice, TokenPrice, Transform,
     UpstreamWire, WireHeader,
 };
-use crate::domain::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
+use crate::domain::catalog::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
 /// Every operation of the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OperationId {
@@ -5622,24 +5622,3 @@ pub static MODELS: &[ModelSpec] = &[
 pub static OPENAPI_JSON: &str = include_str!(
     concat!(env!("OUT_DIR"), "/schemas/openapi.json")
 );
-/// Mounts the submit endpoints; every one is served by the same generic handler.
-pub fn configure_submit_routes(cfg: &mut actix_web::web::ServiceConfig) {
-    cfg.service(
-        actix_web::web::resource(ENDPOINTS[0usize].path)
-            .app_data(actix_web::web::Data::new(&ENDPOINTS[0usize]))
-            .route(actix_web::web::post().to(crate::edges::http::submit::submit))
-            .default_service(actix_web::web::to(crate::edges::http::post_only)),
-    );
-    cfg.service(
-        actix_web::web::resource(ENDPOINTS[1usize].path)
-            .app_data(actix_web::web::Data::new(&ENDPOINTS[1usize]))
-            .route(actix_web::web::post().to(crate::edges::http::submit::submit))
-            .default_service(actix_web::web::to(crate::edges::http::post_only)),
-    );
-    cfg.service(
-        actix_web::web::resource(ENDPOINTS[2usize].path)
-            .app_data(actix_web::web::Data::new(&ENDPOINTS[2usize]))
-            .route(actix_web::web::post().to(crate::edges::http::submit::submit))
-            .default_service(actix_web::web::to(crate::edges::http::post_only)),
-    );
-}

@@ -2,7 +2,7 @@
 //! a binary search and a page (O(log n + page)) instead of loading every task. Filters on task, model or
 //! status scan only the requested creation window.
 
-use super::store::{SimTask, Timeline};
+use super::task::{SimTask, Timeline};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@ mod files;
 mod index;
 mod models;
 mod store;
+mod task;
 pub mod tls;
 mod validate;
 
@@ -17,7 +18,8 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use store::{SimTask, TaskStore};
+use store::TaskStore;
+use task::SimTask;
 
 /// How the simulator runs.
 #[derive(Debug, Clone)]

@@ -9,8 +9,7 @@ mod generated {
 
 pub use generated::*;
 
-mod registry;
-pub use registry::Registry;
+pub mod envelope;
 
 /// Whether a model or endpoint makes videos or images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -220,21 +219,4 @@ pub fn tier_of_size(size: &str) -> Option<&'static str> {
 /// `(tier, ratio)` of a `W*H` size in the ratio table.
 pub fn ratio_of_size(size: &str) -> Option<(&'static str, &'static str)> {
     RATIO_SIZES.iter().find(|(_, _, s)| *s == size).map(|(tier, ratio, _)| (*tier, *ratio))
-}
-
-/// Writes every published schema and the OpenAPI document under `dir`.
-pub fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
-    let write = |path: std::path::PathBuf, text: &str| -> std::io::Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, text)
-    };
-    for op in OPERATIONS {
-        write(dir.join("operations").join(format!("{}.json", op.name)), op.published_schema)?;
-    }
-    for model in MODELS {
-        write(dir.join("models").join(format!("{}.json", model.id)), model.published_schema)?;
-    }
-    write(dir.join("openapi.json"), OPENAPI_JSON)
 }

@@ -32,13 +32,25 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
                     .error_handler(|e, _| ApiError::new(ErrorCode::not_found, e.to_string()).into()),
             )
             // Routes are tried in this order and a dynamic one costs a regex match: the busiest first.
-            .configure(crate::domain::catalog::configure_submit_routes)
+            .configure(submit_routes)
             .configure(tasks::configure)
             .configure(content::configure)
             .configure(ops::configure)
             .configure(models::configure)
             .configure(admin::configure)
             .default_service(web::to(not_found));
+    }
+}
+
+/// Mounts the submit endpoints of the catalog; every one is served by the same generic handler.
+fn submit_routes(cfg: &mut web::ServiceConfig) {
+    for endpoint in crate::domain::catalog::ENDPOINTS {
+        cfg.service(
+            web::resource(endpoint.path)
+                .app_data(web::Data::new(endpoint))
+                .route(web::post().to(submit::submit))
+                .default_service(web::to(post_only)),
+        );
     }
 }
 

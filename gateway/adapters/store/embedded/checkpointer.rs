@@ -4,9 +4,9 @@
 //! holding the records before it can be written over.
 
 use super::StoreError;
+use super::broken::Broken;
 use super::overlay::{Changes, Layer, Overlay};
 use super::tables::{ALL, CHECKPOINT, META};
-use super::writer::Broken;
 use redb::Database;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;

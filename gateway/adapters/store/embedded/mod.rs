@@ -10,9 +10,11 @@
 
 mod accounts;
 mod backend;
+mod broken;
 mod checkpointer;
 mod earmarks;
 mod faults;
+mod job;
 pub mod ledger;
 mod mirrors;
 mod overlay;

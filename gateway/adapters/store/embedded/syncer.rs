@@ -3,8 +3,9 @@
 //! write per log file the waiting batches are in: two only just after the log moved to its other file).
 
 use super::StoreError;
+use super::broken::Broken;
+use super::job::Job;
 use super::wal::{LogFile, Scratch, Wal};
-use super::writer::{Broken, Job};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;

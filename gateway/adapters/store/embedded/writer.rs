@@ -21,7 +21,9 @@
 //! of its batch goes on. A failure to log a batch stops the writer (what readers may have seen could
 //! not be made durable, so no later write is taken); so does a failed sync of the log.
 
+use super::broken::Broken;
 use super::checkpointer::Checkpointer;
+use super::job::Job;
 use super::overlay::{Changes, Overlay, View};
 use super::syncer::Syncer;
 use super::tx::Tx;
@@ -52,16 +54,6 @@ const CHECKPOINT_BYTES: u64 = 16 << 20;
 pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(if cfg!(test) { 3_600_000 } else { 10 });
 /// How often a due checkpoint is looked at again while the one before is still being committed.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(5);
-
-pub(super) trait Job: Send {
-    fn commit(&self) -> Commit;
-    /// The writer's last write: see [`Writer::close`].
-    fn closes(&self) -> bool {
-        false
-    }
-    fn run(&mut self, tx: &Tx) -> Result<(), StoreError>;
-    fn deliver(self: Box<Self>, outcome: Result<(), StoreError>);
-}
 
 struct TypedJob<T, F> {
     commit: Commit,
@@ -182,40 +174,6 @@ struct Progress {
     /// taken (each is refused at once as `unavailable`). Set by the syncer, the checkpointer or the writer;
     /// it stays set.
     broken: Arc<Broken>,
-}
-
-/// Set once, for good, when the store cannot make writes durable (its log cannot be written, or redb's file
-/// cannot take a checkpoint): read at once on every write, and awaited (without a wake-up per sync) by
-/// whoever must stop the process.
-pub(super) struct Broken {
-    flag: AtomicBool,
-    /// Why, for the refusals and the log: the first reason set.
-    reason: std::sync::OnceLock<&'static str>,
-    signal: watch::Sender<bool>,
-}
-
-impl Broken {
-    fn new() -> Broken {
-        Broken { flag: AtomicBool::new(false), reason: std::sync::OnceLock::new(), signal: watch::channel(false).0 }
-    }
-
-    pub(super) fn set(&self, reason: &'static str) {
-        let _ = self.reason.set(reason);
-        self.flag.store(true, Ordering::Release);
-        self.signal.send_replace(true);
-    }
-
-    pub(super) fn is_set(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
-    }
-
-    fn reason(&self) -> &'static str {
-        self.reason.get().copied().unwrap_or("the store stopped")
-    }
-
-    async fn wait(&self) {
-        let _ = self.signal.subscribe().wait_for(|broken| *broken).await;
-    }
 }
 
 impl Writer {

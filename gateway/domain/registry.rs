@@ -1,6 +1,6 @@
 //! The models of the spec at run time: compiled validators and the operator's on/off switches.
 
-use super::{MODELS, Media, ModelSpec};
+use crate::domain::catalog::{MODELS, Media, ModelSpec};
 use crate::domain::validate::ModelValidator;
 use crate::edges::http::error::{ApiError, ErrorCode};
 use std::collections::HashMap;

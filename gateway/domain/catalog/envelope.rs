@@ -4,7 +4,7 @@
 //! from the spec; this module applies the model's envelope style and value transforms. Each value is
 //! written straight into its object's JSON text: no `Value` tree to build, drop and serialize again.
 
-use crate::domain::catalog::{Envelope, ModelSpec, Transform, ratio_of_size, tier_of_size};
+use super::{Envelope, ModelSpec, Transform, ratio_of_size, tier_of_size};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
