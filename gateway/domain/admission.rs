@@ -4,8 +4,8 @@
 
 use crate::domain::catalog::envelope::EnvelopeBuilder;
 use crate::domain::catalog::{EndpointSpec, ModelSpec, OperationRequest};
+use crate::domain::errors::{Code, Problem};
 use crate::domain::registry::Registry;
-use crate::edges::http::error::{ApiError, ErrorCode};
 use serde_json::{Map, Value};
 
 /// A submission that passed every check.
@@ -20,30 +20,30 @@ pub struct Admitted {
 }
 
 /// Runs every check in order; the first failing stage answers.
-pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Result<Admitted, ApiError> {
+pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Result<Admitted, Problem> {
     if !registry.any_enabled(endpoint.media) {
-        return Err(ApiError::new(
-            ErrorCode::image_models_unavailable,
+        return Err(Problem::new(
+            Code::image_models_unavailable,
             format!("No {} model is enabled, so {} cannot generate right now.", endpoint.media.as_str(), endpoint.path),
         )
         .with_retry_after(60));
     }
     let Value::Object(mut body) = body else {
-        return Err(ApiError::new(ErrorCode::invalid_body, "The body must be a JSON object."));
+        return Err(Problem::new(Code::invalid_body, "The body must be a JSON object."));
     };
     let model_id = match body.get("model") {
         Some(Value::String(id)) => id.clone(),
         Some(_) => {
-            return Err(ApiError::invalid_parameter("model", "`model` must be a string."));
+            return Err(Problem::invalid_parameter("model", "`model` must be a string."));
         }
         None => {
-            return Err(ApiError::new(ErrorCode::missing_model, "`model` is required.").with_param("model"));
+            return Err(Problem::new(Code::missing_model, "`model` is required.").with_param("model"));
         }
     };
     let model = registry.enabled(&model_id)?;
     if !endpoint.operations.contains(&model.operation) {
-        return Err(ApiError::new(
-            ErrorCode::invalid_model_operation,
+        return Err(Problem::new(
+            Code::invalid_model_operation,
             format!(
                 "Model `{}` is a `{}` model; send it to {} instead of {}.",
                 model.id,
@@ -55,17 +55,17 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
         .with_param("model"));
     }
     body.values_mut().for_each(integral_numbers_as_integers);
-    registry.validator(model)?.validate(&mut body).map_err(ApiError::invalid)?;
+    registry.validator(model)?.validate(&mut body).map_err(Problem::invalid)?;
     for (field, default, send) in model.defaults {
         if *send && !body.contains_key(*field) {
-            let value = serde_json::from_str(default).map_err(ApiError::internal)?;
+            let value = serde_json::from_str(default).map_err(Problem::internal)?;
             body.insert((*field).to_string(), value);
         }
     }
     let request = OperationRequest::parse(model.operation, &body)
-        .map_err(|e| ApiError::new(ErrorCode::invalid_parameter, format!("Invalid request: {e}")))?;
+        .map_err(|e| Problem::new(Code::invalid_parameter, format!("Invalid request: {e}")))?;
     let mut envelope = EnvelopeBuilder::new(model);
-    request.render(&mut envelope).map_err(|e| ApiError::invalid_parameter(e.field, e.to_string()))?;
+    request.render(&mut envelope).map_err(|e| Problem::invalid_parameter(e.field, e.to_string()))?;
     Ok(Admitted { model, body, request, envelope: envelope.finish() })
 }
 

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod clock;
 pub mod copies;
 pub mod deliveries;
+pub mod errors;
 pub mod listing;
 pub mod registry;
 pub mod tasks;

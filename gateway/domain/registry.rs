@@ -1,8 +1,8 @@
 //! The models of the spec at run time: compiled validators and the operator's on/off switches.
 
 use crate::domain::catalog::{MODELS, Media, ModelSpec};
+use crate::domain::errors::{Code, Problem};
 use crate::domain::validate::ModelValidator;
-use crate::edges::http::error::{ApiError, ErrorCode};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
@@ -47,23 +47,21 @@ impl Registry {
     }
 
     /// The enabled model with this id, or the error a client should see.
-    pub fn enabled(&self, id: &str) -> Result<&'static ModelSpec, ApiError> {
+    pub fn enabled(&self, id: &str) -> Result<&'static ModelSpec, Problem> {
         let model = ModelSpec::find(id).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::model_not_found,
+            Problem::new(
+                Code::model_not_found,
                 format!("Model `{id}` does not exist; list models with GET /v1/models."),
             )
             .with_param("model")
         })?;
         if !self.is_enabled(model) {
-            return Err(
-                ApiError::new(ErrorCode::model_disabled, format!("Model `{id}` is not enabled.")).with_param("model")
-            );
+            return Err(Problem::new(Code::model_disabled, format!("Model `{id}` is not enabled.")).with_param("model"));
         }
         Ok(model)
     }
 
-    pub fn validator(&self, model: &ModelSpec) -> Result<&ModelValidator, ApiError> {
-        self.validators.get(model.id).ok_or_else(|| ApiError::internal(format!("no validator for {}", model.id)))
+    pub fn validator(&self, model: &ModelSpec) -> Result<&ModelValidator, Problem> {
+        self.validators.get(model.id).ok_or_else(|| Problem::internal(format!("no validator for {}", model.id)))
     }
 }

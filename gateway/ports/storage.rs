@@ -9,9 +9,11 @@ use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
 use crate::domain::copies::Mirror;
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
+use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskResult, TaskStatus};
 use crate::domain::usage_log::UsageFilter;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What `add_task` did.
@@ -349,5 +351,34 @@ impl StoreError {
     /// What went wrong, without the `store:` prefix.
     pub fn reason(&self) -> &str {
         &self.message
+    }
+}
+
+impl ErrorCode for StoreError {
+    fn error_code(&self) -> Code {
+        match self.kind {
+            Kind::Failure => Code::internal_error,
+            Kind::Unavailable => Code::storage_unavailable,
+            Kind::Refused(Refusal::TooLarge) => Code::invalid_parameter,
+            Kind::Refused(Refusal::Conflict) => Code::conflict,
+        }
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        match self.kind {
+            Kind::Failure => "The gateway failed to complete the request; it is safe to retry.".into(),
+            Kind::Unavailable => {
+                "The gateway cannot store anything right now, so it accepted nothing; retry later.".into()
+            }
+            Kind::Refused(_) => Cow::Borrowed(&self.message),
+        }
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        (self.kind == Kind::Unavailable).then_some(5)
+    }
+
+    fn logged(&self) -> Option<String> {
+        matches!(self.kind, Kind::Failure | Kind::Unavailable).then(|| self.to_string())
     }
 }

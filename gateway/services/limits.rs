@@ -1,7 +1,7 @@
 //! Per-account and per-key limits: unfinished tasks per account, requests per second per key. Both answer
 //! 429 with `Retry-After`.
 
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::domain::errors::{Code, Problem};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -40,7 +40,7 @@ impl Limits {
     }
 
     /// One request by the key with this hash.
-    pub fn request(&self, key_hash: [u8; 32]) -> Result<(), ApiError> {
+    pub fn request(&self, key_hash: [u8; 32]) -> Result<(), Problem> {
         if !self.local {
             return Ok(());
         }
@@ -48,7 +48,7 @@ impl Limits {
     }
 
     /// Reserves an in-flight slot for `account`; release it with [`Limits::release`].
-    pub fn reserve(&self, account: &str) -> Result<(), ApiError> {
+    pub fn reserve(&self, account: &str) -> Result<(), Problem> {
         if !self.local {
             return Ok(());
         }
@@ -78,15 +78,15 @@ impl Limits {
 }
 
 /// The answer to a task past its account's limit on unfinished tasks.
-pub fn too_many_tasks(count: usize) -> ApiError {
-    ApiError::new(
-        ErrorCode::too_many_tasks,
+pub fn too_many_tasks(count: usize) -> Problem {
+    Problem::new(
+        Code::too_many_tasks,
         format!("The account has {count} unfinished tasks, the most allowed; wait for some to finish."),
     )
     .with_retry_after(5)
 }
 
 /// The answer to a request past its key's rate.
-pub fn rate_limited() -> ApiError {
-    ApiError::new(ErrorCode::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
+pub fn rate_limited() -> Problem {
+    Problem::new(Code::rate_limited, "Too many requests for this API key; slow down.").with_retry_after(1)
 }

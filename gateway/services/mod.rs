@@ -3,6 +3,7 @@
 
 pub mod copies;
 pub mod deliveries;
+pub mod errors;
 pub mod limits;
 pub mod state;
 pub mod tasks;

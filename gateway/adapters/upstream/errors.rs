@@ -3,7 +3,8 @@
 //! Upstream codes are matched by family, never passed through: a client sees the gateway's code and a
 //! message written here, and neither upstream hosts, keys nor raw bodies.
 
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::domain::errors::{Code, ErrorCode};
+use std::borrow::Cow;
 
 /// What went wrong talking to the upstream.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -84,66 +85,92 @@ fn is_quota(code: &str) -> bool {
     code == "AllocationQuota.FreeTierOnly" || code == "Throttling.AllocationQuota"
 }
 
-impl From<UpstreamError> for ApiError {
-    fn from(error: UpstreamError) -> ApiError {
-        match &error {
+/// How the gateway words an upstream failure: its code, the client's message and when to retry.
+struct Described {
+    code: Code,
+    message: Cow<'static, str>,
+    retry_after: Option<u64>,
+}
+
+impl Described {
+    fn new(code: Code, message: impl Into<Cow<'static, str>>) -> Described {
+        Described { code, message: message.into(), retry_after: None }
+    }
+
+    fn retry_after(mut self, seconds: u64) -> Described {
+        self.retry_after = Some(seconds);
+        self
+    }
+}
+
+impl UpstreamError {
+    fn described(&self) -> Described {
+        match self {
             UpstreamError::Answered { code, message, .. } => map_code(code, message),
             UpstreamError::Timeout => {
-                ApiError::new(ErrorCode::upstream_timeout, "The upstream did not answer in time; retry later.")
+                Described::new(Code::upstream_timeout, "The upstream did not answer in time; retry later.")
             }
             UpstreamError::Transport(_) => {
-                ApiError::new(ErrorCode::upstream_unavailable, "The upstream is unreachable; retry later.")
-                    .with_retry_after(5)
+                Described::new(Code::upstream_unavailable, "The upstream is unreachable; retry later.").retry_after(5)
             }
-            UpstreamError::Tls(_) => ApiError::new(
-                ErrorCode::upstream_unavailable,
+            UpstreamError::Tls(_) => Described::new(
+                Code::upstream_unavailable,
                 "The upstream could not be reached securely (its certificate was refused); retry later.",
             )
-            .with_retry_after(60),
+            .retry_after(60),
             UpstreamError::Malformed(_) => {
-                ApiError::new(ErrorCode::upstream_error, "The upstream answered something unreadable.")
+                Described::new(Code::upstream_error, "The upstream answered something unreadable.")
             }
-            UpstreamError::NotConfigured(region) => ApiError::new(
-                ErrorCode::upstream_unavailable,
+            UpstreamError::NotConfigured(region) => Described::new(
+                Code::upstream_unavailable,
                 format!(
                     "No upstream is configured for region `{region}`, which serves this model; the operator sets \
                      `upstreams.{region}` (base_url, api_key_env) in the gateway's config."
                 ),
             )
-            .with_retry_after(60),
+            .retry_after(60),
         }
+    }
+}
+
+impl ErrorCode for UpstreamError {
+    fn error_code(&self) -> Code {
+        self.described().code
+    }
+
+    fn message(&self) -> Cow<'_, str> {
+        self.described().message
+    }
+
+    fn retry_after(&self) -> Option<u64> {
+        self.described().retry_after
     }
 }
 
 /// An upstream error code in the gateway's words. Only parameter complaints keep the upstream's text,
 /// because that text names the offending parameter and nothing about the upstream itself.
-fn map_code(code: &str, message: &str) -> ApiError {
+fn map_code(code: &str, message: &str) -> Described {
     let family = |prefix: &str| code == prefix || code.starts_with(&format!("{prefix}."));
     if code == "DataInspectionFailed" || code.ends_with(".DataInspection") {
-        ApiError::new(
-            ErrorCode::upstream_content_blocked,
-            "The upstream's content inspection refused the input or output.",
-        )
+        Described::new(Code::upstream_content_blocked, "The upstream's content inspection refused the input or output.")
     } else if family("InvalidParameter")
         || family("BadRequest")
         || code == "InvalidURL"
         || code == "InvalidImageResolution"
     {
-        ApiError::new(
-            ErrorCode::upstream_rejected,
+        Described::new(
+            Code::upstream_rejected,
             format!("The upstream rejected the request ({code}): {}", clip(message)),
         )
     } else if is_quota(code) {
-        ApiError::new(ErrorCode::upstream_quota_exhausted, "The upstream's free-trial quota for this model is used up.")
+        Described::new(Code::upstream_quota_exhausted, "The upstream's free-trial quota for this model is used up.")
     } else if family("Throttling") {
-        ApiError::new(ErrorCode::upstream_rate_limited, "The upstream is rate limiting; retry shortly.")
-            .with_retry_after(2)
+        Described::new(Code::upstream_rate_limited, "The upstream is rate limiting; retry shortly.").retry_after(2)
     } else if code == "ModelUnavailable" || code == "Arrearage" {
-        ApiError::new(ErrorCode::upstream_unavailable, "The model is unavailable upstream; retry later.")
-            .with_retry_after(30)
+        Described::new(Code::upstream_unavailable, "The model is unavailable upstream; retry later.").retry_after(30)
     } else {
         // InvalidApiKey, AccessDenied, Model.AccessDenied, InternalError.*: the gateway's problem, not the client's.
-        ApiError::new(ErrorCode::upstream_error, format!("The upstream failed the request ({code})."))
+        Described::new(Code::upstream_error, format!("The upstream failed the request ({code})."))
     }
 }
 

@@ -6,11 +6,12 @@ use super::forms::{self, Control, Field};
 use super::session::{self, Session};
 use super::{Failure, Page, html};
 use crate::domain::catalog::ModelSpec;
+use crate::domain::errors::Code;
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::TaskRecord;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Caller;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -96,7 +97,7 @@ async fn playground(state: web::Data<AppState>, req: HttpRequest, chosen: web::Q
     let models: Vec<&'static ModelSpec> = state.registry.enabled_models().collect();
     let model = match chosen.model.as_deref() {
         Some(id) => state.registry.enabled(id)?,
-        None => *models.first().ok_or_else(|| ApiError::new(ErrorCode::model_not_found, "No model is enabled."))?,
+        None => *models.first().ok_or_else(|| ApiError::new(Code::model_not_found, "No model is enabled."))?,
     };
     let page = Playground {
         csrf: session.csrf,
@@ -137,7 +138,7 @@ async fn task(
 
 fn refused_json(failure: Failure) -> ApiError {
     match failure {
-        Failure::SignedOut => ApiError::new(ErrorCode::invalid_api_key, "Sign in to the console again."),
+        Failure::SignedOut => ApiError::new(Code::invalid_api_key, "Sign in to the console again."),
         Failure::Refused(error) => error,
     }
 }

@@ -56,8 +56,8 @@ impl From<ApiError> for Failure {
     }
 }
 
-impl From<crate::ports::storage::StoreError> for Failure {
-    fn from(error: crate::ports::storage::StoreError) -> Failure {
+impl<E: crate::domain::errors::ErrorCode> From<E> for Failure {
+    fn from(error: E) -> Failure {
         Failure::Refused(error.into())
     }
 }
@@ -81,7 +81,7 @@ impl ResponseError for Failure {
     fn status_code(&self) -> StatusCode {
         match self {
             Failure::SignedOut => StatusCode::SEE_OTHER,
-            Failure::Refused(error) => error.code.status(),
+            Failure::Refused(error) => crate::edges::http::error::status(error.code),
         }
     }
 

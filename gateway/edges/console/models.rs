@@ -3,7 +3,8 @@
 
 use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html, redirect};
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::domain::errors::Code;
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -53,7 +54,7 @@ async fn page(state: web::Data<AppState>, req: HttpRequest) -> Page {
 async fn schema(state: web::Data<AppState>, req: HttpRequest, model: web::Path<String>) -> Page {
     signed_in(&state, &req)?;
     let spec = crate::domain::catalog::ModelSpec::find(&model)
-        .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")))?;
+        .ok_or_else(|| ApiError::new(Code::model_not_found, format!("No model `{model}`.")))?;
     Ok(HttpResponse::Ok().content_type("application/schema+json").body(spec.published_schema))
 }
 
@@ -68,7 +69,7 @@ async fn switch(
     let enabled = match switch.as_str() {
         "enable" => true,
         "disable" => false,
-        _ => return Err(ApiError::new(ErrorCode::not_found, "Use /enable or /disable.").into()),
+        _ => return Err(ApiError::new(Code::not_found, "Use /enable or /disable.").into()),
     };
     crate::edges::http::admin::set_model_enabled(&state, &model, enabled).await?;
     Ok(redirect("/console/models"))

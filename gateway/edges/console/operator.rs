@@ -357,10 +357,7 @@ async fn change_account(
             "webhook-endpoint"
         }
         _ => {
-            return Err(Failure::Refused(ApiError::new(
-                crate::edges::http::error::ErrorCode::not_found,
-                "No such change.",
-            )));
+            return Err(Failure::Refused(ApiError::new(crate::domain::errors::Code::not_found, "No such change.")));
         }
     };
     let response = redirect(&format!("{}?done={done}", account_path(&name)));

@@ -6,9 +6,10 @@
 //! of the admin token (changing the token signs every operator out), and a client session the hash of its
 //! API key, which goes through the API's own key check (a revoked key is refused at once).
 
+use crate::domain::errors::Code;
 use crate::edges::http::admin::constant_time_eq;
 use crate::edges::http::auth::Caller;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::HttpRequest;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
@@ -115,19 +116,19 @@ pub fn of_request(state: &AppState, req: &HttpRequest) -> Option<Session> {
 /// An operator's session, its admin token still the gateway's.
 pub fn operator(state: &AppState, session: &Session) -> Result<(), ApiError> {
     let Role::Operator { token_digest: held } = &session.role else {
-        return Err(ApiError::new(ErrorCode::admin_forbidden, "Sign in with the admin token."));
+        return Err(ApiError::new(Code::admin_forbidden, "Sign in with the admin token."));
     };
     match state.admin_token.as_deref() {
         Some(token) if constant_time_eq(held.as_bytes(), token_digest(token).as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::new(ErrorCode::admin_forbidden, "The admin token changed: sign in again.")),
-        None => Err(ApiError::new(ErrorCode::admin_forbidden, "The console's operator side is off: no admin token.")),
+        Some(_) => Err(ApiError::new(Code::admin_forbidden, "The admin token changed: sign in again.")),
+        None => Err(ApiError::new(Code::admin_forbidden, "The console's operator side is off: no admin token.")),
     }
 }
 
 /// A client's session, as the API's caller of its key (refused as the API refuses the key).
 pub async fn client(state: &AppState, session: &Session) -> Result<Caller, ApiError> {
     let Role::Client { key_hash } = &session.role else {
-        return Err(ApiError::new(ErrorCode::invalid_api_key, "Sign in with an API key."));
+        return Err(ApiError::new(Code::invalid_api_key, "Sign in with an API key."));
     };
     Caller::of_key(state, *key_hash).await
 }
@@ -141,7 +142,7 @@ pub fn check_csrf(req: &HttpRequest, session: &Session, presented: Option<&str>)
     if constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()) {
         Ok(())
     } else {
-        Err(ApiError::new(ErrorCode::admin_forbidden, "The form is stale: reload the page and try again."))
+        Err(ApiError::new(Code::admin_forbidden, "The form is stale: reload the page and try again."))
     }
 }
 
@@ -151,7 +152,7 @@ pub fn cross_site_refused(req: &HttpRequest) -> Result<(), ApiError> {
     let site = req.headers().get("sec-fetch-site").and_then(|v| v.to_str().ok());
     match site {
         Some("same-origin" | "none") | None => Ok(()),
-        Some(_) => Err(ApiError::new(ErrorCode::admin_forbidden, "Console forms are accepted from the console only.")),
+        Some(_) => Err(ApiError::new(Code::admin_forbidden, "Console forms are accepted from the console only.")),
     }
 }
 

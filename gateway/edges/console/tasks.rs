@@ -4,9 +4,10 @@
 
 use super::{Page, Viewer, html};
 use crate::domain::catalog::Media;
+use crate::domain::errors::Code;
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
@@ -121,7 +122,7 @@ async fn page(state: web::Data<AppState>, req: HttpRequest, task_id: web::Path<S
             .store
             .task(&task_id)
             .await?
-            .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?,
+            .ok_or_else(|| ApiError::new(Code::task_not_found, format!("No task `{task_id}`.")))?,
     };
     state.store.caught_up().await?;
     let mut view = crate::services::tasks::view(&task);

@@ -4,8 +4,9 @@
 
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
+use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::edges::http::models::describe;
 use crate::services::state::AppState;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
@@ -43,10 +44,8 @@ impl Admin {
             (Some(expected), Some(presented)) if constant_time_eq(expected.as_bytes(), presented.as_bytes()) => {
                 Ok(Admin)
             }
-            (None, _) => {
-                Err(ApiError::new(ErrorCode::admin_forbidden, "The admin API is disabled: no admin token is set."))
-            }
-            _ => Err(ApiError::new(ErrorCode::admin_forbidden, "A valid admin token is required.")),
+            (None, _) => Err(ApiError::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set.")),
+            _ => Err(ApiError::new(Code::admin_forbidden, "A valid admin token is required.")),
         }
     }
 }
@@ -91,15 +90,13 @@ struct Plan {
 pub async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
     match state.store.account(account).await? {
         Some(_) => Ok(()),
-        None => {
-            Err(ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account"))
-        }
+        None => Err(ApiError::new(Code::account_not_found, format!("No account `{account}`.")).with_param("account")),
     }
 }
 
 pub async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
     let record = state.store.account(account).await?.ok_or_else(|| {
-        ApiError::new(ErrorCode::account_not_found, format!("No account `{account}`.")).with_param("account")
+        ApiError::new(Code::account_not_found, format!("No account `{account}`.")).with_param("account")
     })?;
     let funds = state.store.funds(account).await?;
     Ok(json!({"account": record, "funds": funds, "earmarked": state.store.earmarked(account)}))
@@ -119,7 +116,7 @@ pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiErro
     let name = name.trim();
     if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
         return Err(ApiError::new(
-            ErrorCode::invalid_parameter,
+            Code::invalid_parameter,
             "`name` must be 1-128 characters, none of them a control character.",
         )
         .with_param("name"));
@@ -162,7 +159,7 @@ async fn post_to_pot(
 fn positive(amount: i64) -> Result<i64, ApiError> {
     if amount <= 0 || amount > MAX_MICROS {
         return Err(ApiError::new(
-            ErrorCode::invalid_parameter,
+            Code::invalid_parameter,
             format!("`amount` must be a positive number of micro-units, at most {MAX_MICROS}."),
         )
         .with_param("amount"));
@@ -213,7 +210,7 @@ async fn set_plan(
 pub async fn change_plan(state: &AppState, account: &str, name: &str, allowance: i64) -> Result<Value, ApiError> {
     if !(0..=MAX_MICROS).contains(&allowance) {
         return Err(ApiError::new(
-            ErrorCode::invalid_parameter,
+            Code::invalid_parameter,
             format!("`allowance` must be 0 to {MAX_MICROS} micro-units."),
         )
         .with_param("allowance"));
@@ -262,7 +259,7 @@ pub async fn revoke(state: &AppState, account: &str, prefix: &str) -> Result<usi
     account_exists(state, account).await?;
     let revoked = state.store.revoke_keys(account, prefix).await?;
     if revoked == 0 {
-        return Err(ApiError::new(ErrorCode::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
+        return Err(ApiError::new(Code::not_found, format!("No live key of `{account}` starts with `{prefix}`.")));
     }
     Ok(revoked)
 }
@@ -304,10 +301,8 @@ async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuer
             Ok(HttpResponse::Ok().content_type("application/x-ndjson").body(body))
         }
         "csv" => Ok(HttpResponse::Ok().content_type("text/csv").body(usage_csv(&records)?)),
-        other => {
-            Err(ApiError::new(ErrorCode::invalid_parameter, format!("Unknown format `{other}`; use jsonl or csv."))
-                .with_param("format"))
-        }
+        other => Err(ApiError::new(Code::invalid_parameter, format!("Unknown format `{other}`; use jsonl or csv."))
+            .with_param("format")),
     }
 }
 
@@ -333,7 +328,7 @@ async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) 
         .store
         .task(&task_id)
         .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")))?;
+        .ok_or_else(|| ApiError::new(Code::task_not_found, format!("No task `{task_id}`.")))?;
     state.store.caught_up().await?;
     let mut view = crate::services::tasks::view(&task);
     view["account"] = json!(task.account);
@@ -365,7 +360,7 @@ async fn switch_model(
     let enabled = match switch.as_str() {
         "enable" => true,
         "disable" => false,
-        _ => return Err(ApiError::new(ErrorCode::not_found, "Use /enable or /disable.")),
+        _ => return Err(ApiError::new(Code::not_found, "Use /enable or /disable.")),
     };
     let model = set_model_enabled(&state, &model, enabled).await?;
     Ok(HttpResponse::Ok().json(json!({"model": model, "enabled": enabled})))
@@ -374,7 +369,7 @@ async fn switch_model(
 /// Switches a model on or off, on every replica; its id.
 pub async fn set_model_enabled(state: &AppState, model: &str, enabled: bool) -> Result<&'static str, ApiError> {
     let spec = crate::domain::catalog::ModelSpec::find(model)
-        .ok_or_else(|| ApiError::new(ErrorCode::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
+        .ok_or_else(|| ApiError::new(Code::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
     state.store.set_model_switch(spec.id, enabled).await?;
     state.registry.set_enabled(spec.id, enabled);
     Ok(spec.id)

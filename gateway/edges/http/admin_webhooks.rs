@@ -4,7 +4,8 @@
 use super::admin::{Admin, account_exists};
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState, WebhookSettings};
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::domain::errors::Code;
+use crate::edges::http::error::ApiError;
 use crate::services::deliveries::{callbacks, signing};
 use crate::services::state::AppState;
 use actix_web::{HttpResponse, web};
@@ -154,5 +155,5 @@ pub async fn replay_delivery(state: &AppState, id: &str) -> Result<Delivery, Api
         .store
         .replay_delivery(id, now_ms())
         .await?
-        .ok_or_else(|| ApiError::new(ErrorCode::not_found, format!("No delivery `{id}`.")).with_param("id"))
+        .ok_or_else(|| ApiError::new(Code::not_found, format!("No delivery `{id}`.")).with_param("id"))
 }

@@ -1,7 +1,8 @@
 //! API-key authentication: `Authorization: Bearer K`, `x-api-key: K` or `x-alt-api-key: K`.
 
+use crate::domain::errors::Code;
 use crate::domain::tasks::KeyRecord;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
@@ -69,7 +70,7 @@ impl Caller {
         if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
             let per_second = state.config.limits.requests_per_second_per_key;
             if !state.store.admit_request(&hash, per_second).await? {
-                return Err(crate::services::limits::rate_limited());
+                return Err(crate::services::limits::rate_limited().into());
             }
         }
         admit(state, hash, record)
@@ -80,7 +81,7 @@ impl Caller {
 fn presented(req: &HttpRequest) -> Result<(&web::Data<AppState>, [u8; 32]), ApiError> {
     let key = presented_key(req).ok_or_else(|| {
         ApiError::new(
-            ErrorCode::missing_api_key,
+            Code::missing_api_key,
             "No API key: send `Authorization: Bearer <key>`, `x-api-key: <key>` or `x-alt-api-key: <key>`.",
         )
     })?;
@@ -95,6 +96,6 @@ fn admit(state: &AppState, hash: [u8; 32], record: Option<Arc<KeyRecord>>) -> Re
             state.limits.request(hash)?;
             Ok(Caller { key: record })
         }
-        _ => Err(ApiError::new(ErrorCode::invalid_api_key, "The API key is not valid or has been revoked.")),
+        _ => Err(ApiError::new(Code::invalid_api_key, "The API key is not valid or has been revoked.")),
     }
 }

@@ -5,9 +5,10 @@
 
 use crate::domain::clock::now_ms;
 use crate::domain::copies::MirroredFile;
+use crate::domain::errors::Code;
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::http::auth::Caller;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::services::copies::default_content_type;
 use crate::services::state::AppState;
 use crate::services::tasks;
@@ -72,7 +73,7 @@ async fn linked(
     params: web::Query<LinkParams>,
 ) -> Result<HttpResponse, ApiError> {
     let (task_id, index) = path.into_inner();
-    let refused = |why: &str| ApiError::new(ErrorCode::invalid_link, format!("This result link {why}."));
+    let refused = |why: &str| ApiError::new(Code::invalid_link, format!("This result link {why}."));
     let expires = params.expires.as_deref().and_then(|expires| expires.parse::<i64>().ok());
     let (Some(expires), Some(signature), Ok(index)) = (expires, params.signature.as_deref(), index.parse()) else {
         return Err(refused("is incomplete"));
@@ -97,7 +98,7 @@ async fn serve(
     if !task.status.is_terminal() {
         let message =
             format!("Task `{}` is {}; its results are served once it succeeds.", task.task_id, task.status.as_str());
-        return Err(ApiError::new(ErrorCode::result_not_ready, message));
+        return Err(ApiError::new(Code::result_not_ready, message));
     }
     let Some(result) = task.results.get(index) else {
         let message = match task.status {
@@ -106,13 +107,13 @@ async fn serve(
             }
             status => format!("Task `{}` ended {} and has no results.", task.task_id, status.as_str()),
         };
-        return Err(ApiError::new(ErrorCode::result_not_found, message).with_param("index"));
+        return Err(ApiError::new(Code::result_not_found, message).with_param("index"));
     };
     let mirror = task.mirror.as_ref();
     if let Some(file) = mirror.and_then(|m| m.file(index)) {
         if mirror.is_some_and(|m| now_ms() > m.expires_ms) {
             let message = format!("Result {index} of task `{}` has expired.", task.task_id);
-            return Err(ApiError::new(ErrorCode::result_expired, message));
+            return Err(ApiError::new(Code::result_expired, message));
         }
         return from_storage(state, request, file).await;
     }
@@ -139,7 +140,7 @@ async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFi
     let object = files.get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1))).await.map_err(
         |e| match e {
             object_store::Error::NotFound { .. } => {
-                ApiError::new(ErrorCode::result_expired, "The result's copy is no longer stored.")
+                ApiError::new(Code::result_expired, "The result's copy is no longer stored.")
             }
             e => unreadable(e),
         },
@@ -160,7 +161,7 @@ async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFi
 /// (paths, buckets), as a retry may succeed.
 fn unreadable(error: impl std::fmt::Display) -> ApiError {
     tracing::error!(request_id = %crate::edges::http::request_id::current(), %error, "a result's copy cannot be read");
-    ApiError::new(ErrorCode::storage_unavailable, "The result's copy cannot be read right now; retry later.")
+    ApiError::new(Code::storage_unavailable, "The result's copy cannot be read right now; retry later.")
         .with_retry_after(5)
 }
 
@@ -180,7 +181,7 @@ fn requested_range(request: &HttpRequest, size: u64) -> Result<Option<(u64, u64)
     match ByteRangeSpec::to_satisfiable_range(spec, size) {
         Some(range) => Ok(Some(range)),
         None => Err(ApiError::new(
-            ErrorCode::range_not_satisfiable,
+            Code::range_not_satisfiable,
             format!("The range asked for is outside the file's {size} bytes."),
         )
         .with_param("Range")),
@@ -196,7 +197,7 @@ async fn from_upstream(
     url: &str,
     kind: &str,
 ) -> Result<HttpResponse, ApiError> {
-    let unavailable = |message: String| ApiError::new(ErrorCode::upstream_unavailable, message);
+    let unavailable = |message: String| ApiError::new(Code::upstream_unavailable, message);
     let upstream = crate::services::copies::upstream_of(state, task).map_err(unavailable)?;
     let mut fetch = upstream.fetch(url).timeout(STREAM_WITHIN);
     if let Some(range) = request.headers().get(header::RANGE) {
@@ -206,16 +207,13 @@ async fn from_upstream(
     let status = answer.status();
     match status.as_u16() {
         200 | 206 => {}
-        416 => return Err(ApiError::new(ErrorCode::range_not_satisfiable, "The range asked for is outside the file.")),
+        416 => return Err(ApiError::new(Code::range_not_satisfiable, "The range asked for is outside the file.")),
         403 | 404 | 410 => {
             let message = "The upstream no longer has this result, and the gateway kept no copy of it.";
-            return Err(ApiError::new(ErrorCode::result_expired, message));
+            return Err(ApiError::new(Code::result_expired, message));
         }
         other => {
-            return Err(ApiError::new(
-                ErrorCode::upstream_error,
-                format!("The upstream answered {other} for the result."),
-            ));
+            return Err(ApiError::new(Code::upstream_error, format!("The upstream answered {other} for the result.")));
         }
     }
     let mut response = HttpResponse::build(status);

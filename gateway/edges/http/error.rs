@@ -1,9 +1,8 @@
-//! The one error catalogue of the HTTP edge.
-//!
-//! Every error a client can see has a stable `code`, one HTTP status and one `type`, and is rendered in the
-//! OpenAI-style envelope `{"error": {"message", "type", "code", "param", "request_id"}}`. Messages written
-//! here are for clients; upstream keys, hosts and raw bodies never reach them.
+//! Error answers: any layer's error (an [`ErrorCode`]) rendered in the OpenAI-style envelope
+//! `{"error": {"message", "type", "code", "param", "request_id"}}`, with its code's one HTTP status. The codes
+//! and their types are the domain's catalogue (`domain::errors`); the statuses are here, where HTTP is.
 
+use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::validate::Violation;
 use crate::edges::http::request_id;
 use actix_web::http::StatusCode;
@@ -12,80 +11,53 @@ use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 use std::fmt;
 
-macro_rules! catalogue {
-    ($($code:ident => ($status:literal, $type:literal)),* $(,)?) => {
-        /// Every client-visible error code.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        #[allow(non_camel_case_types)]
-        pub enum ErrorCode { $($code),* }
-
-        impl ErrorCode {
-            /// Every code, for docs and tests.
-            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$code),*];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $(ErrorCode::$code => stringify!($code)),* }
-            }
-
-            pub fn status(self) -> StatusCode {
-                match self { $(ErrorCode::$code => StatusCode::from_u16($status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)),* }
-            }
-
-            pub fn error_type(self) -> &'static str {
-                match self { $(ErrorCode::$code => $type),* }
-            }
-        }
+/// The HTTP status of each code.
+pub fn status(code: Code) -> StatusCode {
+    let status = match code {
+        Code::invalid_json
+        | Code::invalid_body
+        | Code::invalid_parameter
+        | Code::missing_model
+        | Code::invalid_model_operation
+        | Code::invalid_idempotency_key
+        | Code::upstream_rejected
+        | Code::upstream_content_blocked => 400,
+        Code::missing_api_key | Code::invalid_api_key => 401,
+        Code::insufficient_balance => 402,
+        Code::model_disabled
+        | Code::free_trial_exhausted
+        | Code::admin_forbidden
+        | Code::invalid_link
+        | Code::upstream_quota_exhausted => 403,
+        Code::not_found
+        | Code::model_not_found
+        | Code::task_not_found
+        | Code::account_not_found
+        | Code::result_not_found => 404,
+        Code::method_not_allowed => 405,
+        Code::task_not_cancellable
+        | Code::idempotency_conflict
+        | Code::request_in_progress
+        | Code::conflict
+        | Code::result_not_ready => 409,
+        Code::result_expired => 410,
+        Code::payload_too_large => 413,
+        Code::unsupported_media_type => 415,
+        Code::range_not_satisfiable => 416,
+        Code::rate_limited | Code::too_many_tasks | Code::upstream_rate_limited => 429,
+        Code::client_closed_request => 499,
+        Code::internal_error => 500,
+        Code::upstream_error => 502,
+        Code::upstream_unavailable | Code::storage_unavailable | Code::image_models_unavailable => 503,
+        Code::upstream_timeout => 504,
     };
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-catalogue! {
-    invalid_json => (400, "invalid_request_error"),
-    invalid_body => (400, "invalid_request_error"),
-    invalid_parameter => (400, "invalid_request_error"),
-    missing_model => (400, "invalid_request_error"),
-    invalid_model_operation => (400, "invalid_request_error"),
-    invalid_idempotency_key => (400, "invalid_request_error"),
-    missing_api_key => (401, "authentication_error"),
-    invalid_api_key => (401, "authentication_error"),
-    insufficient_balance => (402, "billing_error"),
-    model_disabled => (403, "permission_error"),
-    free_trial_exhausted => (403, "permission_error"),
-    admin_forbidden => (403, "permission_error"),
-    invalid_link => (403, "permission_error"),
-    not_found => (404, "not_found_error"),
-    model_not_found => (404, "not_found_error"),
-    task_not_found => (404, "not_found_error"),
-    account_not_found => (404, "not_found_error"),
-    result_not_found => (404, "not_found_error"),
-    result_expired => (410, "not_found_error"),
-    method_not_allowed => (405, "invalid_request_error"),
-    task_not_cancellable => (409, "conflict_error"),
-    idempotency_conflict => (409, "conflict_error"),
-    request_in_progress => (409, "conflict_error"),
-    conflict => (409, "conflict_error"),
-    result_not_ready => (409, "conflict_error"),
-    payload_too_large => (413, "invalid_request_error"),
-    unsupported_media_type => (415, "invalid_request_error"),
-    range_not_satisfiable => (416, "invalid_request_error"),
-    rate_limited => (429, "rate_limit_error"),
-    client_closed_request => (499, "invalid_request_error"),
-    too_many_tasks => (429, "rate_limit_error"),
-    upstream_rate_limited => (429, "rate_limit_error"),
-    upstream_rejected => (400, "upstream_error"),
-    upstream_content_blocked => (400, "upstream_error"),
-    upstream_quota_exhausted => (403, "upstream_error"),
-    internal_error => (500, "server_error"),
-    upstream_error => (502, "upstream_error"),
-    upstream_unavailable => (503, "upstream_error"),
-    storage_unavailable => (503, "server_error"),
-    image_models_unavailable => (503, "server_error"),
-    upstream_timeout => (504, "upstream_error"),
-}
-
-/// A client-facing error.
+/// An error answer.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub code: ErrorCode,
+    pub code: Code,
     pub message: String,
     pub param: Option<String>,
     /// Every violation, when the request broke several rules at once.
@@ -95,7 +67,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+    pub fn new(code: Code, message: impl Into<String>) -> ApiError {
         ApiError { code, message: message.into(), param: None, violations: Vec::new(), retry_after: None }
     }
 
@@ -111,20 +83,19 @@ impl ApiError {
 
     /// A 400 for one bad parameter, named.
     pub fn invalid_parameter(param: impl Into<String>, message: impl Into<String>) -> ApiError {
-        ApiError::new(ErrorCode::invalid_parameter, message).with_param(param)
+        ApiError::new(Code::invalid_parameter, message).with_param(param)
     }
 
     /// A 400 listing every violation; `param` is the first one's field.
     pub fn invalid(violations: Vec<Violation>) -> ApiError {
         let message = violations.iter().map(|v| v.message.as_str()).collect::<Vec<_>>().join("; ");
         let param = violations.first().map(|v| v.param.clone()).filter(|p| !p.is_empty());
-        ApiError { code: ErrorCode::invalid_parameter, message, param, violations, retry_after: None }
+        ApiError { code: Code::invalid_parameter, message, param, violations, retry_after: None }
     }
 
     /// A failure of our own (store, task join); the detail goes to the log, not to the client.
     pub fn internal(detail: impl fmt::Display) -> ApiError {
-        tracing::error!(request_id = %request_id::current(), error = %detail, "internal error");
-        ApiError::new(ErrorCode::internal_error, "The gateway failed to complete the request; it is safe to retry.")
+        ApiError::from(crate::domain::errors::Problem::internal(detail))
     }
 }
 
@@ -136,7 +107,7 @@ impl fmt::Display for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        self.code.status()
+        status(self.code)
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -159,21 +130,20 @@ impl ResponseError for ApiError {
     }
 }
 
-impl From<crate::ports::storage::StoreError> for ApiError {
-    fn from(e: crate::ports::storage::StoreError) -> ApiError {
-        use crate::ports::storage::Refusal;
-        match e.refusal() {
-            None if e.is_unavailable() => {
-                tracing::error!(request_id = %request_id::current(), error = %e, "store unavailable");
-                ApiError::new(
-                    ErrorCode::storage_unavailable,
-                    "The gateway cannot store anything right now, so it accepted nothing; retry later.",
-                )
-                .with_retry_after(5)
-            }
-            None => ApiError::internal(e),
-            Some(Refusal::TooLarge) => ApiError::new(ErrorCode::invalid_parameter, e.reason()),
-            Some(Refusal::Conflict) => ApiError::new(ErrorCode::conflict, e.reason()),
+/// Any layer's error as an answer; a failure of the gateway's own is logged with its detail here, under the
+/// request's id.
+impl<E: ErrorCode> From<E> for ApiError {
+    fn from(error: E) -> ApiError {
+        if let Some(detail) = error.logged() {
+            let code = error.error_code().as_str();
+            tracing::error!(request_id = %request_id::current(), code, error = %detail, "request failed");
+        }
+        ApiError {
+            code: error.error_code(),
+            message: error.message().into_owned(),
+            param: error.param().map(String::from),
+            violations: error.violations().to_vec(),
+            retry_after: error.retry_after(),
         }
     }
 }

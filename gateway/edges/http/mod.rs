@@ -12,7 +12,8 @@ pub mod request_id;
 pub mod submit;
 pub mod tasks;
 
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::domain::errors::Code;
+use crate::edges::http::error::ApiError;
 use crate::services::state::AppState;
 use actix_web::error::JsonPayloadError;
 use actix_web::{HttpRequest, web};
@@ -25,11 +26,10 @@ pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig)
         cfg.app_data(state.clone())
             .app_data(web::JsonConfig::default().limit(limit).error_handler(json_error))
             .app_data(web::QueryConfig::default().error_handler(|e, _| {
-                ApiError::new(ErrorCode::invalid_parameter, format!("The query string is not valid: {e}")).into()
+                ApiError::new(Code::invalid_parameter, format!("The query string is not valid: {e}")).into()
             }))
             .app_data(
-                web::PathConfig::default()
-                    .error_handler(|e, _| ApiError::new(ErrorCode::not_found, e.to_string()).into()),
+                web::PathConfig::default().error_handler(|e, _| ApiError::new(Code::not_found, e.to_string()).into()),
             )
             // Routes are tried in this order and a dynamic one costs a regex match: the busiest first.
             .configure(submit_routes)
@@ -71,18 +71,18 @@ pub fn one_of<T: Copy>(
 fn json_error(error: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     let api = match &error {
         JsonPayloadError::OverflowKnownLength { length, limit } => {
-            ApiError::new(ErrorCode::payload_too_large, format!("The body is {length} bytes; the limit is {limit}."))
+            ApiError::new(Code::payload_too_large, format!("The body is {length} bytes; the limit is {limit}."))
         }
         JsonPayloadError::Overflow { limit } => {
-            ApiError::new(ErrorCode::payload_too_large, format!("The body is larger than the limit of {limit} bytes."))
+            ApiError::new(Code::payload_too_large, format!("The body is larger than the limit of {limit} bytes."))
         }
         JsonPayloadError::ContentType => {
-            ApiError::new(ErrorCode::unsupported_media_type, "Send the body as `Content-Type: application/json`.")
+            ApiError::new(Code::unsupported_media_type, "Send the body as `Content-Type: application/json`.")
         }
         JsonPayloadError::Deserialize(e) => {
-            ApiError::new(ErrorCode::invalid_json, format!("The body is not valid JSON: {e}"))
+            ApiError::new(Code::invalid_json, format!("The body is not valid JSON: {e}"))
         }
-        other => ApiError::new(ErrorCode::invalid_json, format!("The body could not be read: {other}")),
+        other => ApiError::new(Code::invalid_json, format!("The body could not be read: {other}")),
     };
     api.into()
 }
@@ -139,7 +139,7 @@ fn route_label(req: &HttpRequest, status: u16) -> Cow<'_, str> {
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::new(ErrorCode::not_found, format!("No route for {} {}.", req.method(), req.path())))
+    Err(ApiError::new(Code::not_found, format!("No route for {} {}.", req.method(), req.path())))
 }
 
 /// Mounts `path` with `routes` (each a method's name and its route), answering any other method with a 405
@@ -161,7 +161,7 @@ pub fn path_segment(text: &str) -> String {
 async fn method_not_allowed(req: HttpRequest, allow: std::sync::Arc<str>) -> actix_web::HttpResponse {
     use actix_web::ResponseError;
     let message = format!("{} does not accept {}; it accepts {allow}.", req.path(), req.method());
-    let mut response = ApiError::new(ErrorCode::method_not_allowed, message).error_response();
+    let mut response = ApiError::new(Code::method_not_allowed, message).error_response();
     if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allow) {
         response.headers_mut().insert(actix_web::http::header::ALLOW, value);
     }

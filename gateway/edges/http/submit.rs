@@ -8,10 +8,11 @@ use crate::domain::admission::{Admitted, admit};
 use crate::domain::billing::books::Shortfall;
 use crate::domain::billing::{TaskBilling, equivalent, pricing};
 use crate::domain::catalog::{EndpointSpec, Media, SyncResponse, TaskMode};
+use crate::domain::errors::Code;
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskRecord, TaskResult, TaskStatus};
 use crate::domain::usage::Usage;
 use crate::edges::http::auth::Caller;
-use crate::edges::http::error::{ApiError, ErrorCode};
+use crate::edges::http::error::ApiError;
 use crate::edges::http::peer::PeerSocket;
 use crate::edges::http::request_id;
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted};
@@ -104,7 +105,7 @@ pub async fn submit(
             };
         }
         Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall)),
-        Inserted::TooManyTasks(count) => return Err(crate::services::limits::too_many_tasks(count)),
+        Inserted::TooManyTasks(count) => return Err(crate::services::limits::too_many_tasks(count).into()),
     };
     ScopeGuard::into_inner(slot);
     let _handled = crate::support::metrics::task_handled();
@@ -137,11 +138,11 @@ async fn callback_url(state: &AppState, account: &str, admitted: &Admitted) -> R
 fn refusal(admitted: &Admitted, shortfall: Shortfall) -> ApiError {
     match shortfall {
         Shortfall::Insufficient { needed, available } => ApiError::new(
-            ErrorCode::insufficient_balance,
+            Code::insufficient_balance,
             format!("This request costs {needed} micro-units; the account has {available} available. Top up and retry."),
         ),
         Shortfall::TrialExhausted { needed, available } => ApiError::new(
-            ErrorCode::free_trial_exhausted,
+            Code::free_trial_exhausted,
             format!(
                 "Model `{}` is free-trial only and the free trial is used up ({available} of the {needed} micro-units needed are left); it cannot be called on a paid basis.",
                 admitted.model.id
@@ -164,7 +165,7 @@ fn idempotency(req: &HttpRequest, caller: &Caller, body: &Value) -> Result<Optio
         return Ok(None);
     };
     let key = header.to_str().ok().filter(|k| !k.is_empty() && k.len() <= 255).ok_or_else(|| {
-        ApiError::new(ErrorCode::invalid_idempotency_key, "`Idempotency-Key` must be 1-255 visible ASCII characters.")
+        ApiError::new(Code::invalid_idempotency_key, "`Idempotency-Key` must be 1-255 visible ASCII characters.")
     })?;
     let body_hash = hex::encode(Sha256::digest(body.to_string()));
     Ok(Some((format!("{}\n{key}", caller.account()), body_hash)))
@@ -192,7 +193,7 @@ async fn replay(
 ) -> Result<Replayed, ApiError> {
     if body_hash != existing.body_hash {
         return Err(ApiError::new(
-            ErrorCode::idempotency_conflict,
+            Code::idempotency_conflict,
             "This Idempotency-Key was used with a different body; use a new key for a new request.",
         ));
     }
@@ -233,7 +234,7 @@ async fn replay(
 
 fn in_progress() -> ApiError {
     ApiError::new(
-        ErrorCode::request_in_progress,
+        Code::request_in_progress,
         "The first request with this Idempotency-Key is still being processed; retry shortly with the same key.",
     )
     .with_retry_after(1)
@@ -249,6 +250,7 @@ async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
     })
     .await
     .map(|_| ())
+    .map_err(ApiError::from)
 }
 
 async fn run_sync(
@@ -273,7 +275,7 @@ async fn run_sync(
             answer = call => answer,
             () = peer.gone() => {
                 abandon(&state, ScopeGuard::into_inner(guard)).await?;
-                return Err(ApiError::new(ErrorCode::client_closed_request, "The client closed the connection."));
+                return Err(ApiError::new(Code::client_closed_request, "The client closed the connection."));
             }
         },
         None => call.await,

@@ -16,9 +16,10 @@ use crate::domain::admission::Admitted;
 use crate::domain::catalog::TaskMode;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::copies::MirrorState;
+use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
-use crate::edges::http::error::{ApiError, ErrorCode};
 use crate::ports::storage::{Commit, StoredTask, TaskRef};
+use crate::services::errors::ServiceError;
 use crate::services::state::AppState;
 use actix_web::web;
 use serde_json::{Value, json};
@@ -82,7 +83,7 @@ pub async fn forward_async(
     state: &web::Data<AppState>,
     task: Box<StoredTask>,
     admitted: &Admitted,
-) -> Result<TaskRecord, ApiError> {
+) -> Result<TaskRecord, ServiceError> {
     let answer = create_with_retry(state, admitted).await;
     let task_id = task.record.task_id.clone();
     match answer {
@@ -107,7 +108,7 @@ pub async fn forward_async(
                 )
                 .await
                 .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
-            let forwarded = forwarded.ok_or_else(|| ApiError::internal("task vanished after forward"))?;
+            let forwarded = forwarded.ok_or_else(|| Problem::internal("task vanished after forward"))?;
             if forwarded.polled_here {
                 state.poller.schedule(forwarded.task.clone());
             }
@@ -185,7 +186,7 @@ pub fn did_no_work(task: &TaskRecord) -> bool {
 
 /// Whether `task` is live without an upstream task id and the process that submitted it has stopped: its
 /// submission was cut short, since no handler can be forwarding it.
-pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, ApiError> {
+pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, ServiceError> {
     if task.status.is_terminal() || task.upstream_task_id.is_some() {
         return Ok(false);
     }
@@ -193,7 +194,7 @@ pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, Ap
 }
 
 /// Ends a task whose submission was cut short (see [`interrupted`]), giving its hold back.
-pub async fn end_interrupted(state: &AppState, task_id: &str) -> Result<Option<TaskRecord>, ApiError> {
+pub async fn end_interrupted(state: &AppState, task_id: &str) -> Result<Option<TaskRecord>, ServiceError> {
     fail(state, task_id, SUBMISSION_INTERRUPTED, SUBMISSION_INTERRUPTED_MESSAGE).await
 }
 
@@ -203,7 +204,7 @@ pub async fn fail(
     task: impl Into<OpenTask>,
     code: &str,
     message: &str,
-) -> Result<Option<TaskRecord>, ApiError> {
+) -> Result<Option<TaskRecord>, ServiceError> {
     let error = TaskError { code: code.to_string(), message: message.to_string() };
     finish(state, task, TaskStatus::Failed, move |t| t.error = Some(error)).await
 }
@@ -215,7 +216,7 @@ pub async fn finish(
     task: impl Into<OpenTask>,
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
-) -> Result<Option<TaskRecord>, ApiError> {
+) -> Result<Option<TaskRecord>, ServiceError> {
     let adoption = (status == TaskStatus::Success).then(|| state.mirroring.adoption()).flatten();
     let end = move |t: &mut TaskRecord| {
         let now = now_ms();
@@ -318,34 +319,34 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
 }
 
 /// `account`'s task, or a 404 that looks the same whether it is missing or someone else's.
-pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
     match state.store.task(task_id).await? {
         Some(task) if task.account == account => Ok(task),
-        _ => Err(ApiError::new(ErrorCode::task_not_found, format!("No task `{task_id}`.")).with_param("task_id")),
+        _ => Err(Problem::new(Code::task_not_found, format!("No task `{task_id}`.")).with_param("task_id").into()),
     }
 }
 
 /// Cancels a task the upstream has not started; anything later is a 409.
-pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ApiError> {
+pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
     let task = owned_task(state, account, task_id).await?;
     let not_cancellable = |status: TaskStatus| {
-        ApiError::new(
-            ErrorCode::task_not_cancellable,
+        Problem::new(
+            Code::task_not_cancellable,
             format!("Task `{task_id}` is {}; only a queued task can be cancelled.", status.as_str()),
         )
         .with_param("task_id")
     };
     if task.status != TaskStatus::Queued {
-        return Err(not_cancellable(task.status));
+        return Err(not_cancellable(task.status).into());
     }
     if let Some(upstream_id) = &task.upstream_task_id {
         let model =
-            crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| ApiError::internal("unknown model"))?;
+            crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| Problem::internal("unknown model"))?;
         let upstream = state.upstreams.region(model.region)?;
         match client::cancel(upstream, upstream_id).await {
             Ok(_) => {}
             Err(UpstreamError::Answered { code, .. }) if code == "UnsupportedOperation" => {
-                return Err(not_cancellable(TaskStatus::Running));
+                return Err(not_cancellable(TaskStatus::Running).into());
             }
             Err(e) => return Err(e.into()),
         }
@@ -359,7 +360,7 @@ pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -
         None => {
             // The poller may have recorded the upstream's CANCELED first; that is this cancel's outcome too.
             let task = owned_task(state, account, task_id).await?;
-            if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status)) }
+            if task.status == TaskStatus::Cancelled { Ok(task) } else { Err(not_cancellable(task.status).into()) }
         }
     }
 }
