@@ -235,10 +235,10 @@ fn run(cli: Cli) -> Result<(), String> {
             config.listen = bound;
             let url = mediagate::app::server::public_url(&config, bound);
             mediagate::app::server::system().block_on(async move {
-                let state = mediagate::app::server::build_state(config, upstreams).await.map_err(|e| e.to_string())?;
+                let wired = mediagate::app::server::wire(config, upstreams).await.map_err(|e| e.to_string())?;
                 print(format!("mediagate listening on {url}"))?;
                 let no_routes = |_: &mut actix_web::web::ServiceConfig| {};
-                mediagate::app::server::run(state, listener, no_routes).await.map_err(|e| e.to_string())
+                mediagate::app::server::run(wired, listener, no_routes).await.map_err(|e| e.to_string())
             })
         }
         Command::Demo(args) => mediagate::app::demo::run(mediagate::app::demo::DemoOptions {

@@ -5,7 +5,6 @@
 //! directory of its own (a directory per task made a copy cost twice the syscalls, and its journal's work).
 //! Copies made under the older layout (`{task_id}/{index}`) keep their paths, which their tasks record.
 
-use crate::app::config::Config;
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::local::LocalFileSystem;
@@ -15,11 +14,39 @@ use object_store::{
     Attribute, Attributes, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt, PutMultipartOptions,
     WriteMultipart,
 };
+use serde::Deserialize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Parts uploaded at once while a copy streams in.
 const PARTS_IN_FLIGHT: usize = 2;
+
+/// Where result copies go: an S3-compatible bucket, else a directory.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    pub dir: PathBuf,
+    pub s3: Option<S3Config>,
+}
+
+/// An S3 bucket (or any S3-compatible store) for result copies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    pub bucket: String,
+    /// Prepended to every object's path.
+    #[serde(default)]
+    pub prefix: String,
+    /// An S3-compatible server's address; AWS's own when unset.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Downloads answer with a redirect to a URL presigned for this long (seconds) instead of passing the
+    /// bytes through the gateway; 0 passes them through.
+    #[serde(default)]
+    pub presigned_seconds: u64,
+}
 
 pub struct Files {
     store: Arc<dyn ObjectStore>,
@@ -37,18 +64,12 @@ pub struct Stored {
 }
 
 impl Files {
-    pub fn from_config(config: &Config) -> Result<Files, String> {
-        let Some(s3) = &config.results.s3 else {
-            let dir = config.results.dir.clone().unwrap_or_else(|| config.data_dir.join("results"));
-            if config.store.url.is_some() && config.results.dir.is_none() {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    "result copies are kept in this replica's data dir, where other replicas cannot serve them: \
-                     set results.s3, or results.dir to a directory every replica mounts"
-                );
-            }
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let local = LocalFileSystem::new_with_prefix(&dir)
+    /// The storage `config` names: its S3 bucket, else its directory.
+    pub fn new(config: &FilesConfig) -> Result<Files, String> {
+        let Some(s3) = &config.s3 else {
+            let dir = &config.dir;
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let local = LocalFileSystem::new_with_prefix(dir)
                 .map_err(|e| format!("{}: {e}", dir.display()))?
                 .with_automatic_cleanup(true);
             return Ok(Files { store: Arc::new(local), presigner: None, attributes: false, prefix: Path::default() });
@@ -152,8 +173,7 @@ mod tests {
     #[test]
     fn a_sweep_deletes_the_copies_of_days_past() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config { data_dir: dir.path().to_path_buf(), ..Config::default() };
-        let files = Files::from_config(&config).unwrap();
+        let files = Files::new(&FilesConfig { dir: dir.path().to_path_buf(), s3: None }).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let start = 1_800_000_000_000;
         let body = |text: &'static str| futures_util::stream::iter([Ok::<_, String>(bytes::Bytes::from(text))]);

@@ -1,6 +1,8 @@
 //! Deployment configuration (YAML, `--config FILE`); every field has a default so the gateway starts
 //! without a file. Upstream keys are read from environment variables the config names, never from files.
 
+use crate::adapters::files::S3Config;
+use crate::services::settings::{BillingConfig, LimitsConfig, PollerConfig, WebhooksConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -80,60 +82,6 @@ impl Default for ResultsConfig {
     }
 }
 
-/// An S3 bucket (or any S3-compatible store) for result copies.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct S3Config {
-    pub bucket: String,
-    /// Prepended to every object's path.
-    #[serde(default)]
-    pub prefix: String,
-    /// An S3-compatible server's address; AWS's own when unset.
-    #[serde(default)]
-    pub endpoint: Option<String>,
-    #[serde(default)]
-    pub region: Option<String>,
-    /// Downloads answer with a redirect to a URL presigned for this long (seconds) instead of passing the
-    /// bytes through the gateway; 0 passes them through.
-    #[serde(default)]
-    pub presigned_seconds: u64,
-}
-
-/// Deliveries of task ends to clients' endpoints (Standard Webhooks).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WebhooksConfig {
-    /// Whether deliveries are sent; when off, they are still queued, and sent once it is on again.
-    pub enabled: bool,
-    /// Accept endpoints at private, loopback and link-local addresses (tests, private networks).
-    pub allow_private_callbacks: bool,
-    /// Wait before each retry after a failed attempt (milliseconds): the specification's example schedule
-    /// by default, about a day in all. After the last, the delivery has failed.
-    pub retry_delays_ms: Vec<u64>,
-    /// How long a rotated-out secret keeps signing (seconds), so receivers can switch at their pace.
-    pub old_secret_seconds: u64,
-}
-
-impl Default for WebhooksConfig {
-    fn default() -> WebhooksConfig {
-        const MINUTE: u64 = 60_000;
-        WebhooksConfig {
-            enabled: true,
-            allow_private_callbacks: false,
-            retry_delays_ms: vec![
-                5_000,
-                5 * MINUTE,
-                30 * MINUTE,
-                120 * MINUTE,
-                300 * MINUTE,
-                600 * MINUTE,
-                600 * MINUTE,
-            ],
-            old_secret_seconds: 24 * 3600,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
@@ -174,20 +122,6 @@ pub struct ListenerTls {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BillingConfig {
-    /// The equivalent-usage baseline: micro-units per million output tokens. Each task freezes the value in
-    /// force when it is submitted, so changing it later recomputes nothing.
-    pub equivalent_micros_per_million_tokens: u64,
-}
-
-impl Default for BillingConfig {
-    fn default() -> BillingConfig {
-        BillingConfig { equivalent_micros_per_million_tokens: 10_000_000 }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// e.g. `https://upstream-cn.example` (the gateway appends the API root of spec/upstream.yaml).
@@ -211,36 +145,6 @@ fn default_upstream_timeout() -> u64 {
     30
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PollerConfig {
-    /// Task queries per second per upstream key (list calls count as queries too).
-    pub queries_per_second: u32,
-    /// Shortest and longest pause between two queries about one task, in milliseconds.
-    pub min_interval_ms: u64,
-    pub max_interval_ms: u64,
-    /// Each key is paced this many percent below `queries_per_second`, so that network jitter bunching a
-    /// key's queries never shows the upstream more than its limit within one second.
-    pub query_margin_percent: u32,
-    /// How often due tasks are gathered into list calls (milliseconds; never more than `min_interval_ms`).
-    /// Each gathering also takes the tasks due before the next one.
-    pub sweep_interval_ms: u64,
-    /// Tasks per page of the upstream's task list; a page costs one query however many tasks it holds.
-    pub list_page_size: u64,
-    /// A task list's creation-time window is widened by this much on each side (milliseconds), for the
-    /// upstream's clock and the forwarding delay; a task still missing from the list gets a direct query.
-    pub list_clock_skew_ms: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LimitsConfig {
-    /// Unfinished tasks one account may have.
-    pub max_in_flight_per_account: usize,
-    /// Requests per second per key, with a burst of the same size.
-    pub requests_per_second_per_key: u32,
-}
-
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -262,26 +166,6 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             results: ResultsConfig::default(),
         }
-    }
-}
-
-impl Default for PollerConfig {
-    fn default() -> PollerConfig {
-        PollerConfig {
-            queries_per_second: 20,
-            min_interval_ms: 1000,
-            max_interval_ms: 15000,
-            query_margin_percent: 10,
-            sweep_interval_ms: 500,
-            list_page_size: 1000,
-            list_clock_skew_ms: 2000,
-        }
-    }
-}
-
-impl Default for LimitsConfig {
-    fn default() -> LimitsConfig {
-        LimitsConfig { max_in_flight_per_account: 1000, requests_per_second_per_key: 200 }
     }
 }
 

@@ -87,24 +87,25 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
     }
     server::system()
         .block_on(async move {
-            let state = server::build_state(config, upstreams).await?;
+            let wired = server::wire(config, upstreams).await?;
+            let state = wired.gateway.clone();
             let key = demo_key(&*state.store, &options).await.map_err(std::io::Error::other)?;
             fund_demo_account(&*state.store).await.map_err(std::io::Error::other)?;
             let webhook_secret = demo_webhook_secret(&state, &options).await.map_err(std::io::Error::other)?;
-            let url = server::public_url(&state.config, addr);
+            let url = server::public_url(&wired.config, addr);
             let simulator_ca = simulator_tls.as_ref().map(|_| (simulator.public_base(), ca_file.as_path()));
             print_banner(&url, &Secrets { key, admin_token, webhook_secret }, simulator_ca);
             match simulator_tls {
                 Some((listener, tls)) => {
                     actix_web::rt::spawn(crate::app::simulator::server(simulator, listener, Some(tls))?);
-                    server::run(state, listener_of_gateway, |_: &mut actix_web::web::ServiceConfig| {}).await
+                    server::run(wired, listener_of_gateway, |_: &mut actix_web::web::ServiceConfig| {}).await
                 }
                 None => {
                     let mount = move |cfg: &mut actix_web::web::ServiceConfig| {
                         let simulator = simulator.clone();
                         cfg.service(actix_web::web::scope(UPSTREAM_PREFIX).configure(move |c| simulator.configure(c)));
                     };
-                    server::run(state, listener_of_gateway, mount).await
+                    server::run(wired, listener_of_gateway, mount).await
                 }
             }
         })
@@ -121,7 +122,7 @@ async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, 
 /// The demo account's newest webhook secret (made on its first start), kept in the data dir for a receiver
 /// to verify deliveries with.
 async fn demo_webhook_secret(
-    state: &crate::services::state::AppState,
+    state: &crate::services::gateway::Gateway,
     options: &DemoOptions,
 ) -> Result<String, String> {
     let (secret, _) =

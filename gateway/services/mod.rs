@@ -4,6 +4,8 @@
 pub mod copies;
 pub mod deliveries;
 pub mod errors;
+pub mod gateway;
 pub mod limits;
-pub mod state;
+pub mod operators;
+pub mod settings;
 pub mod tasks;

@@ -12,7 +12,7 @@ use crate::domain::tasks::TaskRecord;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
@@ -31,8 +31,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The request's client session and its key's caller; a key refused since (revoked) is refused here too.
-async fn signed_in(state: &AppState, req: &HttpRequest) -> Result<(Session, Caller), Failure> {
-    let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+async fn signed_in(state: &Gateway, req: &HttpRequest) -> Result<(Session, Caller), Failure> {
+    let session = session::of_request(req).ok_or(Failure::SignedOut)?;
     let caller = session::client(state, &session).await?;
     Ok((session, caller))
 }
@@ -51,7 +51,7 @@ struct Home {
     tasks: Vec<TaskRecord>,
 }
 
-async fn home(state: web::Data<AppState>, req: HttpRequest) -> Page {
+async fn home(state: web::Data<Gateway>, req: HttpRequest) -> Page {
     let (session, caller) = signed_in(&state, &req).await?;
     let account = caller.account().to_string();
     let now = crate::domain::clock::now_ms();
@@ -92,7 +92,7 @@ struct Chosen {
     model: Option<String>,
 }
 
-async fn playground(state: web::Data<AppState>, req: HttpRequest, chosen: web::Query<Chosen>) -> Page {
+async fn playground(state: web::Data<Gateway>, req: HttpRequest, chosen: web::Query<Chosen>) -> Page {
     let (session, _) = signed_in(&state, &req).await?;
     let models: Vec<&'static ModelSpec> = state.registry.enabled_models().collect();
     let model = match chosen.model.as_deref() {
@@ -112,11 +112,7 @@ async fn playground(state: web::Data<AppState>, req: HttpRequest, chosen: web::Q
 }
 
 /// A request from the playground, answered as the API answers it (JSON, the one error envelope).
-async fn submit(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    body: web::Json<Value>,
-) -> Result<HttpResponse, ApiError> {
+async fn submit(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Value>) -> Result<HttpResponse, ApiError> {
     let (session, caller) = signed_in(&state, &req).await.map_err(refused_json)?;
     session::check_csrf(&req, &session, None)?;
     let model = body["model"].as_str().ok_or_else(|| ApiError::invalid_parameter("model", "Choose a model."))?;
@@ -126,7 +122,7 @@ async fn submit(
 
 /// One of the client's tasks, as `GET /v1/tasks/{id}` shows it.
 async fn task(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: HttpRequest,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {

@@ -19,7 +19,7 @@ mod webhooks;
 
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
@@ -127,8 +127,8 @@ const CLIENT_NAV: &[(&str, &str)] = &[
 
 impl Viewer {
     /// The request's viewer: its session checked again (the admin token, or the API's key check).
-    pub async fn of(state: &AppState, req: &HttpRequest) -> Result<Viewer, Failure> {
-        let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+    pub async fn of(state: &Gateway, req: &HttpRequest) -> Result<Viewer, Failure> {
+        let session = session::of_request(req).ok_or(Failure::SignedOut)?;
         match session.role {
             Role::Operator { .. } => {
                 session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
@@ -199,12 +199,6 @@ fn html(status: StatusCode, page: &impl Template) -> HttpResponse {
     }
 }
 
-/// Cookies are `Secure` where browsers reach the gateway over HTTPS: its own TLS, or a public URL behind a
-/// proxy that terminates it.
-fn secure_cookies(state: &AppState) -> bool {
-    state.config.tls.is_some() || state.config.results.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
-}
-
 fn redirect(to: &str) -> HttpResponse {
     HttpResponse::SeeOther().insert_header((header::LOCATION, to)).finish()
 }
@@ -218,8 +212,8 @@ fn home_of(session: Option<&Session>) -> &'static str {
     }
 }
 
-async fn index(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
-    redirect(home_of(session::of_request(&state, &req).as_ref()))
+async fn index(req: HttpRequest) -> HttpResponse {
+    redirect(home_of(session::of_request(&req).as_ref()))
 }
 
 async fn sign_in_page() -> HttpResponse {
@@ -233,7 +227,7 @@ struct SignIn {
 }
 
 /// Checks what was presented as the admin API or the public API would, then starts a session.
-async fn sign_in(state: web::Data<AppState>, req: HttpRequest, form: web::Form<SignIn>) -> Page {
+async fn sign_in(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<SignIn>) -> Page {
     session::cross_site_refused(&req)?;
     let form = form.into_inner();
     let role = match (form.admin_token.as_deref().map(str::trim), form.api_key.as_deref().map(str::trim)) {
@@ -248,7 +242,8 @@ async fn sign_in(state: web::Data<AppState>, req: HttpRequest, form: web::Form<S
         }
         _ => return Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.").into()),
     };
-    let cookie = state.console.start(&role, crate::domain::clock::now_ms() / 1000, secure_cookies(&state));
+    let sessions = req.app_data::<web::Data<Sessions>>().ok_or_else(|| ApiError::internal("no console sessions"))?;
+    let cookie = sessions.start(&role, crate::domain::clock::now_ms() / 1000);
     let mut response = redirect(home_of(Some(&Session { role, csrf: String::new() })));
     response.add_cookie(&cookie).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
     Ok(response)
@@ -260,8 +255,8 @@ pub struct CsrfForm {
     pub csrf: String,
 }
 
-async fn sign_out(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
-    if let Some(session) = session::of_request(&state, &req) {
+async fn sign_out(req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
+    if let Some(session) = session::of_request(&req) {
         session::check_csrf(&req, &session, Some(&form.csrf))?;
     }
     let mut response = redirect("/console/sign-in");

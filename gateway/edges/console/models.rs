@@ -5,7 +5,7 @@ use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html, redirect};
 use crate::domain::errors::Code;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
@@ -34,7 +34,7 @@ struct ModelsPage {
     models: Vec<Row>,
 }
 
-async fn page(state: web::Data<AppState>, req: HttpRequest) -> Page {
+async fn page(state: web::Data<Gateway>, req: HttpRequest) -> Page {
     let session = signed_in(&state, &req)?;
     let models = crate::domain::catalog::MODELS
         .iter()
@@ -51,7 +51,7 @@ async fn page(state: web::Data<AppState>, req: HttpRequest) -> Page {
     Ok(html(StatusCode::OK, &page))
 }
 
-async fn schema(state: web::Data<AppState>, req: HttpRequest, model: web::Path<String>) -> Page {
+async fn schema(state: web::Data<Gateway>, req: HttpRequest, model: web::Path<String>) -> Page {
     signed_in(&state, &req)?;
     let spec = crate::domain::catalog::ModelSpec::find(&model)
         .ok_or_else(|| ApiError::new(Code::model_not_found, format!("No model `{model}`.")))?;
@@ -59,7 +59,7 @@ async fn schema(state: web::Data<AppState>, req: HttpRequest, model: web::Path<S
 }
 
 async fn switch(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     form: web::Form<CsrfForm>,

@@ -14,7 +14,7 @@ use crate::edges::http::admin;
 use crate::edges::http::admin::Amount;
 use crate::edges::http::admin_webhooks;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
@@ -39,14 +39,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// The request's operator session, its admin token still the gateway's.
-pub fn signed_in(state: &AppState, req: &HttpRequest) -> Result<Session, Failure> {
-    let session = session::of_request(state, req).ok_or(Failure::SignedOut)?;
+pub fn signed_in(state: &Gateway, req: &HttpRequest) -> Result<Session, Failure> {
+    let session = session::of_request(req).ok_or(Failure::SignedOut)?;
     session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
     Ok(session)
 }
 
 /// [`signed_in`], for a form that changes something: with the session's CSRF token, from this site.
-pub fn signed_in_form(state: &AppState, req: &HttpRequest, csrf: &str) -> Result<Session, Failure> {
+pub fn signed_in_form(state: &Gateway, req: &HttpRequest, csrf: &str) -> Result<Session, Failure> {
     let session = signed_in(state, req)?;
     session::check_csrf(req, &session, Some(csrf))?;
     Ok(session)
@@ -123,19 +123,19 @@ fn recent(samples: &[activity::Sample]) -> (Recent, Vec<KeyRow>) {
     (recent, keys)
 }
 
-async fn overview(state: web::Data<AppState>, req: HttpRequest) -> Page {
+async fn overview(state: web::Data<Gateway>, req: HttpRequest) -> Page {
     let session = signed_in(&state, &req)?;
     overview_page(&state, session, None).await
 }
 
 /// Checks the ledger (every account's cached funds against its entries), shown on the overview.
-async fn verify_ledger(state: web::Data<AppState>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
+async fn verify_ledger(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
     let session = signed_in_form(&state, &req, &form.csrf)?;
     let report = state.store.verify_ledger().await?;
     overview_page(&state, session, Some(report)).await
 }
 
-async fn overview_page(state: &AppState, session: Session, ledger: Option<LedgerReport>) -> Page {
+async fn overview_page(state: &Gateway, session: Session, ledger: Option<LedgerReport>) -> Page {
     let now = crate::domain::clock::now_ms();
     let since = now - charts::DAYS as i64 * 24 * 3600 * 1000;
     let lines = state.store.usage(UsageFilter { since: Some(since), ..UsageFilter::default() }).await?;
@@ -156,7 +156,7 @@ async fn overview_page(state: &AppState, session: Session, ledger: Option<Ledger
         tasks: charts::stacked("Tasks ended per minute, this replica", &["succeeded", "not"], &tasks, 5, count),
         recent,
         keys,
-        limit: state.config.poller.queries_per_second,
+        limit: state.settings.poller.queries_per_second,
         share: state.store.poll_share().map_or_else(|| "none yet".into(), |share| format!("1/{share}")),
         ledger,
     };
@@ -168,7 +168,7 @@ struct Named {
     name: String,
 }
 
-async fn find_account(state: web::Data<AppState>, req: HttpRequest, query: web::Query<Named>) -> Page {
+async fn find_account(state: web::Data<Gateway>, req: HttpRequest, query: web::Query<Named>) -> Page {
     signed_in(&state, &req)?;
     Ok(redirect(&account_path(query.name.trim())))
 }
@@ -179,25 +179,24 @@ struct NewAccount {
     name: String,
 }
 
-async fn create_account(state: web::Data<AppState>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
+async fn create_account(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
     let opened = admin::open_account(&state, &form.name).await?;
     let path = account_path(form.name.trim());
     match opened["webhook_secret"].as_str() {
-        Some(secret) => {
-            shown_once(&state, redirect(&format!("{path}?done=opened")), format!("webhook-secret.{secret}"))
-        }
+        Some(secret) => shown_once(&req, redirect(&format!("{path}?done=opened")), format!("webhook-secret.{secret}")),
         None => Ok(redirect(&path)),
     }
 }
 
 /// `response`, carrying `shown` (`kind.secret`) to the account's page in a short-lived flash cookie.
-fn shown_once(state: &AppState, mut response: actix_web::HttpResponse, shown: String) -> Page {
+fn shown_once(req: &HttpRequest, mut response: actix_web::HttpResponse, shown: String) -> Page {
+    let secure = req.app_data::<web::Data<super::Sessions>>().is_some_and(|sessions| sessions.secure());
     let flash = Cookie::build(SHOWN_ONCE, shown)
         .path("/console/accounts")
         .http_only(true)
         .same_site(SameSite::Strict)
-        .secure(super::secure_cookies(state))
+        .secure(secure)
         .max_age(CookieDuration::seconds(60))
         .finish();
     response.add_cookie(&flash).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
@@ -245,12 +244,7 @@ struct Done {
     done: Option<String>,
 }
 
-async fn account(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    name: web::Path<String>,
-    done: web::Query<Done>,
-) -> Page {
+async fn account(state: web::Data<Gateway>, req: HttpRequest, name: web::Path<String>, done: web::Query<Done>) -> Page {
     let session = signed_in(&state, &req)?;
     let shown = req.cookie(SHOWN_ONCE).and_then(|c| {
         let (kind, value) = c.value().split_once('.')?;
@@ -278,7 +272,7 @@ struct ShownOnce {
 }
 
 async fn account_page(
-    state: &AppState,
+    state: &Gateway,
     session: Session,
     name: &str,
     notice: Option<&str>,
@@ -320,7 +314,7 @@ struct AccountChange {
 /// them; then back to the account's page (a reload does not send the change again). A new key or secret
 /// rides there in a short-lived flash cookie.
 async fn change_account(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     form: web::Form<AccountChange>,
@@ -362,13 +356,13 @@ async fn change_account(
     };
     let response = redirect(&format!("{}?done={done}", account_path(&name)));
     match shown {
-        Some(shown) => shown_once(&state, response, shown),
+        Some(shown) => shown_once(&req, response, shown),
         None => Ok(response),
     }
 }
 
 async fn revoke_key(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
     form: web::Form<CsrfForm>,

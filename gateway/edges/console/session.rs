@@ -7,10 +7,10 @@
 //! API key, which goes through the API's own key check (a revoked key is refused at once).
 
 use crate::domain::errors::Code;
-use crate::edges::http::admin::constant_time_eq;
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
+use crate::services::operators::constant_time_eq;
 use actix_web::HttpRequest;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use hmac::{Hmac, Mac};
@@ -39,21 +39,28 @@ pub struct Session {
 /// Signs and reads session cookies.
 pub struct Sessions {
     keyed: Hmac<Sha256>,
+    /// Cookies are `Secure`: browsers reach the gateway over HTTPS.
+    secure: bool,
 }
 
 impl Sessions {
     /// Sessions under a key derived from `secret` (the link secret), so a link's signature never passes
     /// as a session's.
-    pub fn new(secret: &[u8]) -> Result<Sessions, String> {
+    pub fn new(secret: &[u8], secure: bool) -> Result<Sessions, String> {
         let mut derive = Hmac::<Sha256>::new_from_slice(secret).map_err(|e| format!("console secret: {e}"))?;
         derive.update(b"mediagate console sessions");
         let key = derive.finalize().into_bytes();
         let keyed = Hmac::<Sha256>::new_from_slice(&key).map_err(|e| format!("console secret: {e}"))?;
-        Ok(Sessions { keyed })
+        Ok(Sessions { keyed, secure })
+    }
+
+    /// Whether cookies are `Secure`.
+    pub fn secure(&self) -> bool {
+        self.secure
     }
 
     /// A new session's cookie, valid for [`LIFETIME_S`] from `now_s`.
-    pub fn start(&self, role: &Role, now_s: i64, secure: bool) -> Cookie<'static> {
+    pub fn start(&self, role: &Role, now_s: i64) -> Cookie<'static> {
         let csrf = hex::encode(rand::random::<[u8; 16]>());
         let (kind, subject) = match role {
             Role::Operator { token_digest } => ("operator", token_digest.clone()),
@@ -65,7 +72,7 @@ impl Sessions {
             .path("/console")
             .http_only(true)
             .same_site(SameSite::Strict)
-            .secure(secure)
+            .secure(self.secure)
             .max_age(CookieDuration::seconds(LIFETIME_S))
             .finish()
     }
@@ -108,25 +115,26 @@ pub fn ended() -> Cookie<'static> {
 }
 
 /// The request's session, if it carries a valid one.
-pub fn of_request(state: &AppState, req: &HttpRequest) -> Option<Session> {
+pub fn of_request(req: &HttpRequest) -> Option<Session> {
     let cookie = req.cookie(COOKIE)?;
-    state.console.read(cookie.value(), crate::domain::clock::now_ms() / 1000)
+    let sessions = req.app_data::<actix_web::web::Data<Sessions>>()?;
+    sessions.read(cookie.value(), crate::domain::clock::now_ms() / 1000)
 }
 
 /// An operator's session, its admin token still the gateway's.
-pub fn operator(state: &AppState, session: &Session) -> Result<(), ApiError> {
+pub fn operator(state: &Gateway, session: &Session) -> Result<(), ApiError> {
     let Role::Operator { token_digest: held } = &session.role else {
         return Err(ApiError::new(Code::admin_forbidden, "Sign in with the admin token."));
     };
-    match state.admin_token.as_deref() {
-        Some(token) if constant_time_eq(held.as_bytes(), token_digest(token).as_bytes()) => Ok(()),
+    match state.operators.token_digest().map(hex::encode) {
+        Some(token) if constant_time_eq(held.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::new(Code::admin_forbidden, "The admin token changed: sign in again.")),
         None => Err(ApiError::new(Code::admin_forbidden, "The console's operator side is off: no admin token.")),
     }
 }
 
 /// A client's session, as the API's caller of its key (refused as the API refuses the key).
-pub async fn client(state: &AppState, session: &Session) -> Result<Caller, ApiError> {
+pub async fn client(state: &Gateway, session: &Session) -> Result<Caller, ApiError> {
     let Role::Client { key_hash } = &session.role else {
         return Err(ApiError::new(Code::invalid_api_key, "Sign in with an API key."));
     };
@@ -163,9 +171,9 @@ mod tests {
 
     #[test]
     fn a_cookie_reads_back_until_it_expires_and_not_once_altered() {
-        let sessions = Sessions::new(b"secret").unwrap();
+        let sessions = Sessions::new(b"secret", false).unwrap();
         let role = Role::Client { key_hash: [7; 32] };
-        let cookie = sessions.start(&role, 1_000, false);
+        let cookie = sessions.start(&role, 1_000);
         assert!(cookie.http_only().unwrap_or(false));
         assert_eq!(cookie.same_site(), Some(SameSite::Strict));
         let read = sessions.read(cookie.value(), 1_001).unwrap();
@@ -174,6 +182,6 @@ mod tests {
         assert!(sessions.read(cookie.value(), 1_000 + LIFETIME_S).is_none(), "expired");
         let altered = cookie.value().replacen("client", "operator", 1);
         assert!(sessions.read(&altered, 1_001).is_none());
-        assert!(Sessions::new(b"other").unwrap().read(cookie.value(), 1_001).is_none());
+        assert!(Sessions::new(b"other", false).unwrap().read(cookie.value(), 1_001).is_none());
     }
 }

@@ -8,7 +8,7 @@ use crate::domain::errors::Code;
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
@@ -53,7 +53,7 @@ struct ListPage {
     older: Option<String>,
 }
 
-async fn list(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+async fn list(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let mut filter = filter.into_inner();
     if let Some(own) = viewer.account() {
@@ -114,7 +114,7 @@ struct TaskPage {
     view: String,
 }
 
-async fn page(state: web::Data<AppState>, req: HttpRequest, task_id: web::Path<String>) -> Page {
+async fn page(state: web::Data<Gateway>, req: HttpRequest, task_id: web::Path<String>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let task = match viewer.account() {
         Some(account) => crate::services::tasks::owned_task(&state, account, &task_id).await?,

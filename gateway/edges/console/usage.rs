@@ -5,7 +5,7 @@ use super::charts::{self, BarChart};
 use super::{Page, Viewer, html};
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
@@ -70,7 +70,7 @@ struct UsagePage {
     lines: Vec<Line>,
 }
 
-async fn page(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let filter = filter.into_inner();
     let lines = state.store.usage(filter.for_store(&viewer)?).await?;
@@ -103,7 +103,7 @@ async fn page(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<F
     Ok(html(StatusCode::OK, &page))
 }
 
-async fn csv(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+async fn csv(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let lines = state.store.usage(filter.for_store(&viewer)?).await?;
     state.store.caught_up().await?;

@@ -5,7 +5,7 @@ use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState};
 use crate::edges::http::admin_webhooks::replay_delivery;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
@@ -43,12 +43,12 @@ impl WebhooksPage {
     }
 }
 
-async fn page(state: web::Data<AppState>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let session = signed_in(&state, &req)?;
     listing(&state, session.csrf, filter.into_inner(), None).await
 }
 
-async fn listing(state: &AppState, csrf: String, filter: Filter, notice: Option<String>) -> Page {
+async fn listing(state: &Gateway, csrf: String, filter: Filter, notice: Option<String>) -> Page {
     let wanted = match filter.state.trim() {
         "" => None,
         name => Some(crate::edges::http::one_of("state", name, &DeliveryState::ALL, DeliveryState::as_str)?),
@@ -62,12 +62,7 @@ async fn listing(state: &AppState, csrf: String, filter: Filter, notice: Option<
     Ok(html(StatusCode::OK, &page))
 }
 
-async fn replay(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    id: web::Path<String>,
-    form: web::Form<CsrfForm>,
-) -> Page {
+async fn replay(state: web::Data<Gateway>, req: HttpRequest, id: web::Path<String>, form: web::Form<CsrfForm>) -> Page {
     let session = signed_in_form(&state, &req, &form.csrf)?;
     let delivery = replay_delivery(&state, &id).await?;
     let notice = format!("Delivery {} is sent again now.", delivery.id);

@@ -8,7 +8,7 @@ use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::error::ApiError;
 use crate::edges::http::models::describe;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -39,12 +39,12 @@ pub struct Admin;
 
 impl Admin {
     /// Whether `presented` is the admin token (compared in constant time).
-    pub fn check(state: &AppState, presented: Option<&str>) -> Result<Admin, ApiError> {
-        match (state.admin_token.as_deref(), presented) {
-            (Some(expected), Some(presented)) if constant_time_eq(expected.as_bytes(), presented.as_bytes()) => {
-                Ok(Admin)
-            }
-            (None, _) => Err(ApiError::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set.")),
+    pub fn check(state: &Gateway, presented: Option<&str>) -> Result<Admin, ApiError> {
+        if !state.operators.enabled() {
+            return Err(ApiError::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set."));
+        }
+        match presented {
+            Some(presented) if state.operators.is_operator(presented) => Ok(Admin),
             _ => Err(ApiError::new(Code::admin_forbidden, "A valid admin token is required.")),
         }
     }
@@ -55,16 +55,11 @@ impl FromRequest for Admin {
     type Future = Ready<Result<Admin, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let Some(state) = req.app_data::<web::Data<AppState>>() else {
+        let Some(state) = req.app_data::<web::Data<Gateway>>() else {
             return ready(Err(ApiError::internal("no app state")));
         };
         ready(Admin::check(state, crate::edges::http::auth::presented_key(req)))
     }
-}
-
-/// Whether two secrets are equal, every byte compared whatever the first difference.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[derive(Deserialize)]
@@ -87,14 +82,14 @@ struct Plan {
     allowance: i64,
 }
 
-pub async fn account_exists(state: &AppState, account: &str) -> Result<(), ApiError> {
+pub async fn account_exists(state: &Gateway, account: &str) -> Result<(), ApiError> {
     match state.store.account(account).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::new(Code::account_not_found, format!("No account `{account}`.")).with_param("account")),
     }
 }
 
-pub async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiError> {
+pub async fn account_view(state: &Gateway, account: &str) -> Result<Value, ApiError> {
     let record = state.store.account(account).await?.ok_or_else(|| {
         ApiError::new(Code::account_not_found, format!("No account `{account}`.")).with_param("account")
     })?;
@@ -104,7 +99,7 @@ pub async fn account_view(state: &AppState, account: &str) -> Result<Value, ApiE
 
 async fn create_account(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     body: web::Json<NewAccount>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Created().json(open_account(&state, &body.name).await?))
@@ -112,7 +107,7 @@ async fn create_account(
 
 /// Opens the account `name` (trimmed) if it is new, with its first webhook secret (`webhook_secret` in the
 /// answer, shown once); its view either way.
-pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiError> {
+pub async fn open_account(state: &Gateway, name: &str) -> Result<Value, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
         return Err(ApiError::new(
@@ -132,7 +127,7 @@ pub async fn open_account(state: &AppState, name: &str) -> Result<Value, ApiErro
 
 async fn show_account(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let mut view = account_view(&state, &account).await?;
@@ -143,7 +138,7 @@ async fn show_account(
 }
 
 async fn post_to_pot(
-    state: &AppState,
+    state: &Gateway,
     account: &str,
     kind: EntryKind,
     pot: Pot,
@@ -169,7 +164,7 @@ fn positive(amount: i64) -> Result<i64, ApiError> {
 
 async fn top_up(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
@@ -178,7 +173,7 @@ async fn top_up(
 
 async fn grant_free_trial(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
@@ -187,7 +182,7 @@ async fn grant_free_trial(
 
 /// Adds a positive amount to one pot (a top-up to the balance, a grant to the free trial).
 pub async fn credit(
-    state: &AppState,
+    state: &Gateway,
     account: &str,
     body: Amount,
     kind: EntryKind,
@@ -199,7 +194,7 @@ pub async fn credit(
 
 async fn set_plan(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Plan>,
 ) -> Result<HttpResponse, ApiError> {
@@ -207,7 +202,7 @@ async fn set_plan(
 }
 
 /// Sets the account's plan and its allowance (the plan pot is set to it).
-pub async fn change_plan(state: &AppState, account: &str, name: &str, allowance: i64) -> Result<Value, ApiError> {
+pub async fn change_plan(state: &Gateway, account: &str, name: &str, allowance: i64) -> Result<Value, ApiError> {
     if !(0..=MAX_MICROS).contains(&allowance) {
         return Err(ApiError::new(
             Code::invalid_parameter,
@@ -220,25 +215,21 @@ pub async fn change_plan(state: &AppState, account: &str, name: &str, allowance:
     account_view(state, account).await
 }
 
-async fn create_key(
-    _: Admin,
-    state: web::Data<AppState>,
-    account: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+async fn create_key(_: Admin, state: web::Data<Gateway>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let key = issue_key(&state, &account).await?;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
 }
 
 /// A new key for the account: the plain key, which only its hash outlives.
-pub async fn issue_key(state: &AppState, account: &str) -> Result<String, ApiError> {
+pub async fn issue_key(state: &Gateway, account: &str) -> Result<String, ApiError> {
     account_exists(state, account).await?;
     let key = crate::domain::tasks::new_key();
     state.store.insert_key(account, &key).await?;
     Ok(key)
 }
 
-async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn list_keys(_: Admin, state: web::Data<Gateway>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
     account_exists(&state, &account).await?;
     let keys = state.store.keys_of(&account).await?;
     state.store.caught_up().await?;
@@ -247,7 +238,7 @@ async fn list_keys(_: Admin, state: web::Data<AppState>, account: web::Path<Stri
 
 async fn revoke_keys(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
@@ -255,7 +246,7 @@ async fn revoke_keys(
 }
 
 /// Revokes the account's live keys starting with `prefix`; how many.
-pub async fn revoke(state: &AppState, account: &str, prefix: &str) -> Result<usize, ApiError> {
+pub async fn revoke(state: &Gateway, account: &str, prefix: &str) -> Result<usize, ApiError> {
     account_exists(state, account).await?;
     let revoked = state.store.revoke_keys(account, prefix).await?;
     if revoked == 0 {
@@ -290,7 +281,7 @@ const CSV_COLUMNS: &[&str] = &[
     "by_source",
 ];
 
-async fn usage(_: Admin, state: web::Data<AppState>, query: web::Query<UsageQuery>) -> Result<HttpResponse, ApiError> {
+async fn usage(_: Admin, state: web::Data<Gateway>, query: web::Query<UsageQuery>) -> Result<HttpResponse, ApiError> {
     let q = query.into_inner();
     let filter = UsageFilter { account: q.account, model: q.model, since: q.since, until: q.until };
     let records = state.store.usage(filter).await?;
@@ -323,7 +314,7 @@ pub fn usage_csv(records: &[Value]) -> Result<Vec<u8>, ApiError> {
     writer.into_inner().map_err(|e| ApiError::internal(format!("usage CSV: {e}")))
 }
 
-async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn task(_: Admin, state: web::Data<Gateway>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let task = state
         .store
         .task(&task_id)
@@ -338,7 +329,7 @@ async fn task(_: Admin, state: web::Data<AppState>, task_id: web::Path<String>) 
     Ok(HttpResponse::Ok().json(view))
 }
 
-async fn models(_: Admin, state: web::Data<AppState>) -> HttpResponse {
+async fn models(_: Admin, state: web::Data<Gateway>) -> HttpResponse {
     let data: Vec<Value> = crate::domain::catalog::MODELS
         .iter()
         .map(|m| {
@@ -353,7 +344,7 @@ async fn models(_: Admin, state: web::Data<AppState>) -> HttpResponse {
 
 async fn switch_model(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (model, switch) = path.into_inner();
@@ -367,7 +358,7 @@ async fn switch_model(
 }
 
 /// Switches a model on or off, on every replica; its id.
-pub async fn set_model_enabled(state: &AppState, model: &str, enabled: bool) -> Result<&'static str, ApiError> {
+pub async fn set_model_enabled(state: &Gateway, model: &str, enabled: bool) -> Result<&'static str, ApiError> {
     let spec = crate::domain::catalog::ModelSpec::find(model)
         .ok_or_else(|| ApiError::new(Code::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
     state.store.set_model_switch(spec.id, enabled).await?;
@@ -375,7 +366,7 @@ pub async fn set_model_enabled(state: &AppState, model: &str, enabled: bool) -> 
     Ok(spec.id)
 }
 
-async fn verify(_: Admin, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn verify(_: Admin, state: web::Data<Gateway>) -> Result<HttpResponse, ApiError> {
     let report = state.store.verify_ledger().await?;
     Ok(HttpResponse::Ok().json(report))
 }

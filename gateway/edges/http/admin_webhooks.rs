@@ -7,7 +7,7 @@ use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState, Webhook
 use crate::domain::errors::Code;
 use crate::edges::http::error::ApiError;
 use crate::services::deliveries::{callbacks, signing};
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::json;
@@ -23,7 +23,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// A new secret signs every delivery from now on; the one it replaces signs too, until it retires.
 async fn rotate_secret(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (secret, settings) = rotate(&state, &account).await?;
@@ -37,11 +37,11 @@ async fn rotate_secret(
 }
 
 /// A new webhook secret for the account (the plain secret, shown once) and its settings after.
-pub async fn rotate(state: &AppState, account: &str) -> Result<(String, WebhookSettings), ApiError> {
+pub async fn rotate(state: &Gateway, account: &str) -> Result<(String, WebhookSettings), ApiError> {
     account_exists(state, account).await?;
     let secret = signing::new_secret();
     let now = now_ms();
-    let keep_ms = i64::try_from(state.config.webhooks.old_secret_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let keep_ms = i64::try_from(state.settings.webhooks.old_secret_seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
     let retire_ms = now.saturating_add(keep_ms);
     let new = secret.clone();
     let settings = state
@@ -53,7 +53,7 @@ pub async fn rotate(state: &AppState, account: &str) -> Result<(String, WebhookS
 
 /// The account's newest webhook secret, made now if it has none (every account has one from its creation),
 /// and whether it was made now (then it is shown once).
-pub async fn first_secret(state: &AppState, account: &str) -> Result<(String, bool), ApiError> {
+pub async fn first_secret(state: &Gateway, account: &str) -> Result<(String, bool), ApiError> {
     let made = signing::new_secret();
     let (now, new) = (now_ms(), made.clone());
     let settings = state
@@ -75,7 +75,7 @@ struct EndpointBody {
 /// The account's default endpoint: tasks submitted without a `callback_url` end there.
 async fn set_endpoint(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<EndpointBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -85,7 +85,7 @@ async fn set_endpoint(
 
 /// Where the account's task ends go when a task names no `callback_url`; `None` for nowhere.
 pub async fn set_default_endpoint(
-    state: &AppState,
+    state: &Gateway,
     account: &str,
     url: Option<String>,
 ) -> Result<WebhookSettings, ApiError> {
@@ -97,7 +97,7 @@ pub async fn set_default_endpoint(
                 format!("Account `{account}` has no webhook secret to sign deliveries with; rotate one first.");
             return Err(ApiError::invalid_parameter("url", message));
         }
-        callbacks::check(url, state.config.webhooks.allow_private_callbacks)
+        callbacks::check(url, state.settings.webhooks.allow_private_callbacks)
             .await
             .map_err(|message| ApiError::invalid_parameter("url", message))?;
     }
@@ -128,7 +128,7 @@ struct DeliveryQuery {
 /// Deliveries, newest first, with their attempts.
 async fn deliveries(
     _: Admin,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     query: web::Query<DeliveryQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
@@ -145,12 +145,12 @@ async fn deliveries(
     Ok(HttpResponse::Ok().json(json!({"deliveries": deliveries})))
 }
 
-async fn replay(_: Admin, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn replay(_: Admin, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(replay_delivery(&state, &id).await?))
 }
 
 /// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
-pub async fn replay_delivery(state: &AppState, id: &str) -> Result<Delivery, ApiError> {
+pub async fn replay_delivery(state: &Gateway, id: &str) -> Result<Delivery, ApiError> {
     state
         .store
         .replay_delivery(id, now_ms())

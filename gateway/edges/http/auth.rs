@@ -3,7 +3,7 @@
 use crate::domain::errors::Code;
 use crate::domain::tasks::KeyRecord;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::{Either, LocalBoxFuture};
@@ -65,10 +65,10 @@ impl FromRequest for Caller {
 impl Caller {
     /// The caller of the key with this hash, through the store: refused as the API refuses it (revoked,
     /// unknown, over its rate). The console's client sessions are checked so on every request.
-    pub async fn of_key(state: &AppState, hash: [u8; 32]) -> Result<Caller, ApiError> {
+    pub async fn of_key(state: &Gateway, hash: [u8; 32]) -> Result<Caller, ApiError> {
         let record = state.store.key(&hash).await?;
         if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
-            let per_second = state.config.limits.requests_per_second_per_key;
+            let per_second = state.settings.limits.requests_per_second_per_key;
             if !state.store.admit_request(&hash, per_second).await? {
                 return Err(crate::services::limits::rate_limited().into());
             }
@@ -78,19 +78,19 @@ impl Caller {
 }
 
 /// The app state and the hash of the key the request presents.
-fn presented(req: &HttpRequest) -> Result<(&web::Data<AppState>, [u8; 32]), ApiError> {
+fn presented(req: &HttpRequest) -> Result<(&web::Data<Gateway>, [u8; 32]), ApiError> {
     let key = presented_key(req).ok_or_else(|| {
         ApiError::new(
             Code::missing_api_key,
             "No API key: send `Authorization: Bearer <key>`, `x-api-key: <key>` or `x-alt-api-key: <key>`.",
         )
     })?;
-    let state = req.app_data::<web::Data<AppState>>().ok_or_else(|| ApiError::internal("no app state"))?;
+    let state = req.app_data::<web::Data<Gateway>>().ok_or_else(|| ApiError::internal("no app state"))?;
     Ok((state, crate::domain::tasks::hash_key(key)))
 }
 
 /// The caller of a live key, its request counted in memory unless the store counted it.
-fn admit(state: &AppState, hash: [u8; 32], record: Option<Arc<KeyRecord>>) -> Result<Caller, ApiError> {
+fn admit(state: &Gateway, hash: [u8; 32], record: Option<Arc<KeyRecord>>) -> Result<Caller, ApiError> {
     match record {
         Some(record) if !record.revoked => {
             state.limits.request(hash)?;

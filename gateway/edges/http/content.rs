@@ -10,7 +10,7 @@ use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
 use crate::services::copies::default_content_type;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use actix_web::body::SizedStream;
 use actix_web::http::StatusCode;
@@ -45,7 +45,7 @@ struct ContentParams {
 
 async fn content(
     caller: Caller,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     request: HttpRequest,
     task_id: web::Path<String>,
     params: web::Query<ContentParams>,
@@ -67,7 +67,7 @@ struct LinkParams {
 }
 
 async fn linked(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     request: HttpRequest,
     path: web::Path<(String, String)>,
     params: web::Query<LinkParams>,
@@ -78,7 +78,7 @@ async fn linked(
     let (Some(expires), Some(signature), Ok(index)) = (expires, params.signature.as_deref(), index.parse()) else {
         return Err(refused("is incomplete"));
     };
-    if !state.mirroring.links.verify(&task_id, index, expires, signature) {
+    if !state.copies.links.verify(&task_id, index, expires, signature) {
         return Err(refused("is not signed by this gateway"));
     }
     if now_ms().div_euclid(1000) > expires {
@@ -90,7 +90,7 @@ async fn linked(
 
 /// Result `index` of `task`, from wherever it is now.
 async fn serve(
-    state: &AppState,
+    state: &Gateway,
     request: &HttpRequest,
     task: &TaskRecord,
     index: usize,
@@ -122,8 +122,8 @@ async fn serve(
     from_upstream(state, request, task, &source.url, &source.kind).await
 }
 
-async fn from_storage(state: &AppState, request: &HttpRequest, file: &MirroredFile) -> Result<HttpResponse, ApiError> {
-    let files = &state.mirroring.files;
+async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFile) -> Result<HttpResponse, ApiError> {
+    let files = &state.copies.files;
     if let Some(url) = files.presigned(&file.key).await {
         let url = url.map_err(unreadable)?;
         return Ok(HttpResponse::Found().insert_header((header::LOCATION, url)).finish());
@@ -191,7 +191,7 @@ fn requested_range(request: &HttpRequest, size: u64) -> Result<Option<(u64, u64)
 /// Streams a result from the upstream's URL, passing the client's `Range` on and the upstream's answer
 /// (status, type, length, range, tag) back.
 async fn from_upstream(
-    state: &AppState,
+    state: &Gateway,
     request: &HttpRequest,
     task: &TaskRecord,
     url: &str,

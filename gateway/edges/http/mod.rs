@@ -14,15 +14,15 @@ pub mod tasks;
 
 use crate::domain::errors::Code;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::error::JsonPayloadError;
 use actix_web::{HttpRequest, web};
 use std::borrow::Cow;
 
 /// Mounts every route with the shared state and the JSON body rules.
-pub fn configure(state: web::Data<AppState>) -> impl Fn(&mut web::ServiceConfig) + Clone {
+pub fn configure(state: web::Data<Gateway>, max_body_bytes: usize) -> impl Fn(&mut web::ServiceConfig) + Clone {
     move |cfg: &mut web::ServiceConfig| {
-        let limit = state.config.max_body_bytes;
+        let limit = max_body_bytes;
         cfg.app_data(state.clone())
             .app_data(web::JsonConfig::default().limit(limit).error_handler(json_error))
             .app_data(web::QueryConfig::default().error_handler(|e, _| {

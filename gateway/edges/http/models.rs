@@ -3,7 +3,7 @@
 use crate::domain::catalog::{BillingRule, ModelSpec};
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};
 
@@ -13,16 +13,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     super::mount(cfg, "/v1/models/{model}/schema", vec![("GET", web::get().to(schema))]);
 }
 
-async fn list(_: Caller, state: web::Data<AppState>) -> HttpResponse {
+async fn list(_: Caller, state: web::Data<Gateway>) -> HttpResponse {
     let data: Vec<Value> = state.registry.enabled_models().map(describe).collect();
     HttpResponse::Ok().json(json!({"object": "list", "data": data}))
 }
 
-async fn get(_: Caller, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get(_: Caller, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(describe(state.registry.enabled(&id)?)))
 }
 
-async fn schema(_: Caller, state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn schema(_: Caller, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let model = state.registry.enabled(&id)?;
     Ok(HttpResponse::Ok().content_type("application/schema+json").body(model.published_schema))
 }

@@ -16,7 +16,7 @@ use crate::edges::http::error::ApiError;
 use crate::edges::http::peer::PeerSocket;
 use crate::edges::http::request_id;
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted};
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use crate::services::tasks::{OpenTask, results};
 use actix_web::http::{StatusCode, header};
@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 pub async fn submit(
     endpoint: web::Data<&'static EndpointSpec>,
     caller: Caller,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: HttpRequest,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
@@ -58,10 +58,10 @@ pub async fn submit(
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
     let callback_url = callback_url(&state, caller.account(), &admitted).await?;
     let mut task =
-        tasks::new_task(caller.account(), caller.key_prefix(), &admitted, request_id, state.config.max_task_seconds);
+        tasks::new_task(caller.account(), caller.key_prefix(), &admitted, request_id, state.settings.max_task_seconds);
     task.callback_url = callback_url;
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
-    let baseline = state.config.billing.equivalent_micros_per_million_tokens;
+    let baseline = state.settings.billing.equivalent_micros_per_million_tokens;
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
     let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
     let synchronous = admitted.model.task_mode == TaskMode::Sync;
@@ -119,10 +119,10 @@ pub async fn submit(
 
 /// The submission's `callback_url`, once it is known to be a URL deliveries may go to and the account can
 /// sign them.
-async fn callback_url(state: &AppState, account: &str, admitted: &Admitted) -> Result<Option<String>, ApiError> {
+async fn callback_url(state: &Gateway, account: &str, admitted: &Admitted) -> Result<Option<String>, ApiError> {
     let Some(Value::String(url)) = admitted.body.get("callback_url") else { return Ok(None) };
     let refused = |message: String| ApiError::invalid_parameter("callback_url", message);
-    crate::services::deliveries::callbacks::check(url, state.config.webhooks.allow_private_callbacks)
+    crate::services::deliveries::callbacks::check(url, state.settings.webhooks.allow_private_callbacks)
         .await
         .map_err(refused)?;
     let settings = state.store.webhook_settings(account).await?.unwrap_or_default();
@@ -185,7 +185,7 @@ enum Replayed {
 /// attempt still under way is a 409 to retry, and one that did no work (interrupted by a restart, or its
 /// client gone) is done again. Another body with the key is a conflict.
 async fn replay(
-    state: &AppState,
+    state: &Gateway,
     caller: &Caller,
     endpoint: &EndpointSpec,
     body_hash: &str,
@@ -241,7 +241,7 @@ fn in_progress() -> ApiError {
 }
 
 /// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
-async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
+async fn abandon(state: &Gateway, task: OpenTask) -> Result<(), ApiError> {
     tasks::finish(state, task, TaskStatus::Cancelled, |t| {
         t.error = Some(crate::domain::tasks::TaskError {
             code: tasks::CLIENT_DISCONNECTED.into(),
@@ -254,7 +254,7 @@ async fn abandon(state: &AppState, task: OpenTask) -> Result<(), ApiError> {
 }
 
 async fn run_sync(
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     req: &HttpRequest,
     endpoint: &EndpointSpec,
     task: OpenTask,

@@ -5,7 +5,7 @@ use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::TaskStatus;
 use crate::edges::http::auth::Caller;
 use crate::edges::http::error::ApiError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use crate::services::tasks::answers::{TaskAnswer, answer};
 use actix_web::http::header::ContentType;
@@ -20,7 +20,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     super::mount(cfg, "/v1/tasks/{task_id}/cancel", vec![("POST", web::post().to(cancel))]);
 }
 
-async fn get(caller: Caller, state: web::Data<AppState>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+async fn get(caller: Caller, state: web::Data<Gateway>, task_id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     if let Some(answer) = state.finished.get(&task_id).filter(|answer| answer.account == caller.account()) {
         return Ok(respond(&answer));
     }
@@ -44,7 +44,7 @@ fn respond(answer: &TaskAnswer) -> HttpResponse {
 
 async fn cancel(
     caller: Caller,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let task = tasks::cancel(&state, caller.account(), &task_id).await?;
@@ -71,7 +71,7 @@ struct ListParams {
 /// with `after=last_id`.
 async fn list(
     caller: Caller,
-    state: web::Data<AppState>,
+    state: web::Data<Gateway>,
     params: web::Query<ListParams>,
 ) -> Result<HttpResponse, ApiError> {
     let params = params.into_inner();

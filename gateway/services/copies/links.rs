@@ -2,14 +2,8 @@
 //! task, the result's index and the expiry under the gateway's link secret. A browser or a `<video>` tag
 //! fetches a result with one, no API key needed, until it expires; a link altered anywhere is refused.
 
-use crate::adapters::store::{LINK_SECRET, kept_link_secret};
-use crate::ports::storage::Storage;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::path::Path;
-
-/// Bytes of a secret made on first start.
-const SECRET_BYTES: usize = 32;
 
 pub struct Links {
     base: String,
@@ -40,45 +34,6 @@ impl Links {
         mac.update(format!("{task_id}\n{index}\n{expires}").as_bytes());
         mac
     }
-}
-
-/// The link secret: the environment variable's value if set; else, on a store shared by replicas, the one
-/// kept there (the first replica's); else the one kept in `data_dir`, made (with owner-only permissions) on
-/// first start.
-pub async fn secret(env: &str, data_dir: &Path, store: &dyn Storage) -> Result<Vec<u8>, String> {
-    if let Ok(value) = std::env::var(env)
-        && !value.is_empty()
-    {
-        return Ok(value.into_bytes());
-    }
-    if let Some(shared) = store.shared_secret(LINK_SECRET, made()).await.map_err(|e| e.to_string())? {
-        return Ok(shared);
-    }
-    if let Some(kept) = kept_link_secret(data_dir)? {
-        return Ok(kept);
-    }
-    let path = data_dir.join(LINK_SECRET);
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let secret = made();
-    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    file.write_all(&secret).and_then(|()| file.sync_all()).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(secret)
-}
-
-/// A new secret: random bytes, in hex.
-fn made() -> Vec<u8> {
-    use rand::RngCore;
-    let mut bytes = [0u8; SECRET_BYTES];
-    rand::rng().fill_bytes(&mut bytes);
-    hex::encode(bytes).into_bytes()
 }
 
 #[cfg(test)]

@@ -12,13 +12,11 @@ pub mod links;
 
 use crate::adapters::files::Files;
 use crate::adapters::upstream::client::RegionUpstream;
-use crate::app::config::Config;
 use crate::domain::catalog::ModelSpec;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::copies::{Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
-use crate::services::state::AppState;
-use actix_web::web;
+use crate::services::gateway::Gateway;
 use links::Links;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -42,21 +40,19 @@ const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// What keeps and serves result copies: the storage (read even with mirroring off, for the copies made
 /// before), whether new copies are made, and the link signer.
-pub struct Mirroring {
+pub struct Copies {
     pub files: Files,
     copies: bool,
     pub links: Arc<Links>,
     retention_ms: i64,
 }
 
-impl Mirroring {
-    /// Copies as `config` says, their links signed with `secret` (`links::secret`).
-    pub fn from_config(config: &Config, secret: &[u8]) -> Result<Mirroring, String> {
-        let results = &config.results;
-        let files = Files::from_config(config)?;
-        let base = results.public_url.clone().unwrap_or_else(|| crate::app::server::public_url(config, config.listen));
-        let retention_ms = i64::try_from(results.retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
-        Ok(Mirroring { files, copies: results.mirror, links: Arc::new(Links::new(&base, secret)?), retention_ms })
+impl Copies {
+    /// Copies into `files` (made only if `copies` is on), their links signed by `links` and kept
+    /// `retention_days`.
+    pub fn new(files: Files, links: Links, copies: bool, retention_days: u64) -> Copies {
+        let retention_ms = i64::try_from(retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
+        Copies { files, copies, links: Arc::new(links), retention_ms }
     }
 
     /// What the write ending a task applies if it succeeds, where mirroring is on.
@@ -97,16 +93,16 @@ impl Adoption {
 
 /// Copies due results and sweeps expired copies until the process ends. Call once, on the actix system.
 /// With mirroring switched off the copies already queued are still made: their tasks' links promise them.
-pub async fn run(state: web::Data<AppState>) {
-    actix_web::rt::spawn(sweep(state.clone()));
+pub async fn run(state: Arc<Gateway>) {
+    tokio::task::spawn_local(sweep(state.clone()));
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
-    actix_web::rt::spawn(renew(state.clone(), under_way.clone()));
+    tokio::task::spawn_local(renew(state.clone(), under_way.clone()));
     // A copy that ends makes room for the next at once: copies keep pace with the tasks that end, rather
     // than COPIES_AT_ONCE per look.
     let room_made = Rc::new(tokio::sync::Notify::new());
     loop {
         tokio::select! {
-            () = actix_web::rt::time::sleep(LOOK_EVERY) => {}
+            () = tokio::time::sleep(LOOK_EVERY) => {}
             () = room_made.notified() => {}
         }
         let room = COPIES_AT_ONCE.saturating_sub(under_way.borrow().len());
@@ -123,7 +119,7 @@ pub async fn run(state: web::Data<AppState>) {
         for task in due {
             if under_way.borrow_mut().insert(task.task_id.clone()) {
                 let (state, under_way, room_made) = (state.clone(), under_way.clone(), room_made.clone());
-                actix_web::rt::spawn(async move {
+                tokio::task::spawn_local(async move {
                     let task_id = task.task_id.clone();
                     attempt(&state, task).await;
                     under_way.borrow_mut().remove(&task_id);
@@ -135,9 +131,9 @@ pub async fn run(state: web::Data<AppState>) {
 }
 
 /// Keeps the copies under way leased to this process.
-async fn renew(state: web::Data<AppState>, under_way: Rc<RefCell<HashSet<String>>>) {
+async fn renew(state: Arc<Gateway>, under_way: Rc<RefCell<HashSet<String>>>) {
     loop {
-        actix_web::rt::time::sleep(RENEW_EVERY).await;
+        tokio::time::sleep(RENEW_EVERY).await;
         let task_ids: Vec<String> = under_way.borrow().iter().cloned().collect();
         if !task_ids.is_empty()
             && let Err(e) = state.store.renew_mirrors(task_ids, now_ms().saturating_add(LEASE_MS)).await
@@ -148,7 +144,7 @@ async fn renew(state: web::Data<AppState>, under_way: Rc<RefCell<HashSet<String>
 }
 
 /// One attempt at copying a task's results, and what came of it written down.
-async fn attempt(state: &AppState, task: TaskRecord) {
+async fn attempt(state: &Gateway, task: TaskRecord) {
     // Queued only with its mirroring pending, and taken off the queue in the write that settles it.
     let Some(mut mirror) = task.mirror.clone().filter(|m| m.state == MirrorState::Pending) else { return };
     // A copy about to be made, after the write that ended its task: the crash window a queued copy must
@@ -165,7 +161,7 @@ async fn attempt(state: &AppState, task: TaskRecord) {
             None
         }
         Err(error) => {
-            let delays = &state.config.results.retry_delays_ms;
+            let delays = &state.settings.copy_retry_delays_ms;
             let delay = delays.get(mirror.attempts as usize - 1).map(|d| i64::try_from(*d).unwrap_or(i64::MAX));
             tracing::warn!(task_id = task.task_id, attempt = mirror.attempts, error, "could not mirror results");
             mirror.error = Some(error);
@@ -186,8 +182,8 @@ async fn attempt(state: &AppState, task: TaskRecord) {
     }
 }
 
-async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
-    let files = &state.mirroring.files;
+async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
+    let files = &state.copies.files;
     let upstream = upstream_of(state, task)?;
     let mut copied = Vec::with_capacity(mirror.sources.len());
     for (index, source) in mirror.sources.iter().enumerate() {
@@ -209,7 +205,7 @@ async fn copy_all(state: &AppState, task: &TaskRecord, mirror: &Mirror) -> Resul
 }
 
 /// The upstream that serves `task`'s result files: its model's region's.
-pub fn upstream_of<'a>(state: &'a AppState, task: &TaskRecord) -> Result<&'a RegionUpstream, String> {
+pub fn upstream_of<'a>(state: &'a Gateway, task: &TaskRecord) -> Result<&'a RegionUpstream, String> {
     let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("The task's model is no longer served.")?;
     state.upstreams.region(region).map_err(|e| e.to_string())
 }
@@ -220,13 +216,13 @@ pub fn default_content_type(kind: &str) -> &'static str {
 }
 
 /// Deletes expired copies every so often, and reports what is stored.
-async fn sweep(state: web::Data<AppState>) {
-    let files = &state.mirroring.files;
+async fn sweep(state: Arc<Gateway>) {
+    let files = &state.copies.files;
     loop {
         match files.sweep(now_ms()).await {
             Ok((objects, bytes)) => crate::support::metrics::results_stored(objects, bytes),
             Err(e) => tracing::warn!(error = %e, "could not delete expired result copies"),
         }
-        actix_web::rt::time::sleep(SWEEP_EVERY).await;
+        tokio::time::sleep(SWEEP_EVERY).await;
     }
 }

@@ -11,12 +11,12 @@ pub mod signing;
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Attempt, Delivery, DeliveryState};
 use crate::ports::storage::StoreError;
-use crate::services::state::AppState;
+use crate::services::gateway::Gateway;
 use crate::services::tasks::answers::answer;
-use actix_web::web;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often due deliveries are looked for.
@@ -29,13 +29,13 @@ const UNRECORDED_PAUSE: Duration = Duration::from_secs(30);
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
 /// Sends due deliveries until the process ends. Call once, on the actix system.
-pub async fn run(state: web::Data<AppState>) {
-    let client = client(state.config.webhooks.allow_private_callbacks);
+pub async fn run(state: Arc<Gateway>) {
+    let client = client(state.settings.webhooks.allow_private_callbacks);
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     loop {
-        actix_web::rt::time::sleep(LOOK_EVERY).await;
+        tokio::time::sleep(LOOK_EVERY).await;
         let room = ATTEMPTS_AT_ONCE.saturating_sub(under_way.borrow().len());
-        if !state.config.webhooks.enabled || room == 0 {
+        if !state.settings.webhooks.enabled || room == 0 {
             continue;
         }
         let due = match state.store.due_deliveries(now_ms(), room).await {
@@ -48,11 +48,11 @@ pub async fn run(state: web::Data<AppState>) {
         for delivery in due {
             if under_way.borrow_mut().insert(delivery.id.clone()) {
                 let (state, client, under_way) = (state.clone(), client.clone(), under_way.clone());
-                actix_web::rt::spawn(async move {
+                tokio::task::spawn_local(async move {
                     let id = delivery.id.clone();
                     if !attempt(&state, &client, delivery).await {
                         // Still due in the store: held back here, not sent again every look.
-                        actix_web::rt::time::sleep(UNRECORDED_PAUSE).await;
+                        tokio::time::sleep(UNRECORDED_PAUSE).await;
                     }
                     under_way.borrow_mut().remove(&id);
                 });
@@ -72,7 +72,7 @@ fn client(allow_private: bool) -> awc::Client {
 }
 
 /// One attempt: sends the delivery, then writes down what came of it; whether that was written.
-async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery) -> bool {
+async fn attempt(state: &Gateway, client: &awc::Client, mut delivery: Delivery) -> bool {
     // A delivery about to be sent, after the write that ended its task: the crash window a queued delivery
     // must survive (tested).
     crate::support::failpoint::reached("before-delivery");
@@ -103,7 +103,7 @@ async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery)
             }
             "disabled"
         }
-        _ => match state.config.webhooks.retry_delays_ms.get(delivery.attempts.len() - 1) {
+        _ => match state.settings.webhooks.retry_delays_ms.get(delivery.attempts.len() - 1) {
             Some(delay) => {
                 delivery.next_attempt_ms = at_ms.saturating_add(i64::try_from(*delay).unwrap_or(i64::MAX));
                 "retry"
@@ -127,7 +127,7 @@ async fn attempt(state: &AppState, client: &awc::Client, mut delivery: Delivery)
 }
 
 /// Signs and posts the delivery's message; the endpoint's status, or why there is none.
-async fn send(state: &AppState, client: &awc::Client, delivery: &Delivery, at_ms: i64) -> Result<u16, String> {
+async fn send(state: &Gateway, client: &awc::Client, delivery: &Delivery, at_ms: i64) -> Result<u16, String> {
     let failed = |e: StoreError| e.to_string();
     let task = state.store.task(&delivery.task_id).await.map_err(failed)?.ok_or("the task is gone")?;
     let settings = state.store.webhook_settings(&delivery.account).await.map_err(failed)?.unwrap_or_default();

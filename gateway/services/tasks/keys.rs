@@ -7,10 +7,10 @@
 //! they asked, evenly spaced per key. (Limiters that every waiter polls again when a moment frees up hand
 //! it to whichever wakes first, and under a backlog some query waits for minutes.)
 
-use crate::app::config::PollerConfig;
-use actix_web::rt::time::{Instant, sleep, sleep_until};
+use crate::services::settings::PollerConfig;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
+use tokio::time::{Instant, sleep, sleep_until};
 
 /// How often a process without a share looks again.
 const NO_SHARE_WAIT: Duration = Duration::from_millis(100);

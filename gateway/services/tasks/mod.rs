@@ -20,8 +20,7 @@ use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoredTask, TaskRef};
 use crate::services::errors::ServiceError;
-use crate::services::state::AppState;
-use actix_web::web;
+use crate::services::gateway::Gateway;
 use serde_json::{Value, json};
 
 /// A new task record for an admitted submission, not yet forwarded.
@@ -80,7 +79,7 @@ pub fn acceptance(task: &TaskRecord) -> Value {
 /// Forwards an async task whose record is already stored, and records the upstream's task id.
 /// A refused forward ends the task as `failed` before the client hears of it.
 pub async fn forward_async(
-    state: &web::Data<AppState>,
+    state: &Gateway,
     task: Box<StoredTask>,
     admitted: &Admitted,
 ) -> Result<TaskRecord, ServiceError> {
@@ -94,7 +93,7 @@ pub async fn forward_async(
                 fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
-            let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.config.poller);
+            let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.settings.poller);
             // Durable: it also persists the task and its hold, written deferred before the forward.
             let forwarded = state
                 .store
@@ -122,7 +121,7 @@ pub async fn forward_async(
 }
 
 /// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
-async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Answer, UpstreamError> {
+async fn create_with_retry(state: &Gateway, admitted: &Admitted) -> Result<Answer, UpstreamError> {
     let mut delay = std::time::Duration::from_millis(100);
     for attempt in 0.. {
         crate::support::metrics::upstream_call("create");
@@ -134,7 +133,7 @@ async fn create_with_retry(state: &AppState, admitted: &Admitted) -> Result<Answ
             Err(e @ UpstreamError::Timeout) => return Err(e),
             Err(e) if e.is_transient() && attempt < 2 => {
                 tracing::warn!(model = admitted.model.id, error = %e, attempt, "upstream create failed, retrying");
-                actix_web::rt::time::sleep(delay).await;
+                tokio::time::sleep(delay).await;
                 delay *= 4;
             }
             other => return other,
@@ -186,7 +185,7 @@ pub fn did_no_work(task: &TaskRecord) -> bool {
 
 /// Whether `task` is live without an upstream task id and the process that submitted it has stopped: its
 /// submission was cut short, since no handler can be forwarding it.
-pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, ServiceError> {
+pub async fn interrupted(state: &Gateway, task: &TaskRecord) -> Result<bool, ServiceError> {
     if task.status.is_terminal() || task.upstream_task_id.is_some() {
         return Ok(false);
     }
@@ -194,13 +193,13 @@ pub async fn interrupted(state: &AppState, task: &TaskRecord) -> Result<bool, Se
 }
 
 /// Ends a task whose submission was cut short (see [`interrupted`]), giving its hold back.
-pub async fn end_interrupted(state: &AppState, task_id: &str) -> Result<Option<TaskRecord>, ServiceError> {
+pub async fn end_interrupted(state: &Gateway, task_id: &str) -> Result<Option<TaskRecord>, ServiceError> {
     fail(state, task_id, SUBMISSION_INTERRUPTED, SUBMISSION_INTERRUPTED_MESSAGE).await
 }
 
 /// Ends a task as failed (compare-and-swap from any live state).
 pub async fn fail(
-    state: &AppState,
+    state: &Gateway,
     task: impl Into<OpenTask>,
     code: &str,
     message: &str,
@@ -212,12 +211,12 @@ pub async fn fail(
 /// Moves a live task to a terminal state exactly once, settling its money in the same write; `None` if it
 /// had already ended.
 pub async fn finish(
-    state: &AppState,
+    state: &Gateway,
     task: impl Into<OpenTask>,
     status: TaskStatus,
     change: impl FnOnce(&mut TaskRecord) + Send + 'static,
 ) -> Result<Option<TaskRecord>, ServiceError> {
-    let adoption = (status == TaskStatus::Success).then(|| state.mirroring.adoption()).flatten();
+    let adoption = (status == TaskStatus::Success).then(|| state.copies.adoption()).flatten();
     let end = move |t: &mut TaskRecord| {
         let now = now_ms();
         t.status = status;
@@ -319,7 +318,7 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
 }
 
 /// `account`'s task, or a 404 that looks the same whether it is missing or someone else's.
-pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
+pub async fn owned_task(state: &Gateway, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
     match state.store.task(task_id).await? {
         Some(task) if task.account == account => Ok(task),
         _ => Err(Problem::new(Code::task_not_found, format!("No task `{task_id}`.")).with_param("task_id").into()),
@@ -327,7 +326,7 @@ pub async fn owned_task(state: &AppState, account: &str, task_id: &str) -> Resul
 }
 
 /// Cancels a task the upstream has not started; anything later is a 409.
-pub async fn cancel(state: &web::Data<AppState>, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
+pub async fn cancel(state: &Gateway, account: &str, task_id: &str) -> Result<TaskRecord, ServiceError> {
     let task = owned_task(state, account, task_id).await?;
     let not_cancellable = |status: TaskStatus| {
         Problem::new(

@@ -19,16 +19,16 @@ use super::{OpenTask, fail, finish};
 use crate::adapters::upstream::UpstreamError;
 use crate::adapters::upstream::client;
 use crate::adapters::upstream::client::{ListRequest, ListedStatus, ListedTask};
-use crate::app::config::PollerConfig;
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::clock::now_ms;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoreError, TaskRef};
-use crate::services::state::AppState;
-use actix_web::web;
+use crate::services::gateway::Gateway;
+use crate::services::settings::PollerConfig;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
@@ -126,13 +126,13 @@ fn next_interval_ms(age_ms: i64, config: &PollerConfig) -> i64 {
 }
 
 /// Runs until the process ends. Call once, on the actix system.
-pub async fn run(state: web::Data<AppState>) {
+pub async fn run(state: Arc<Gateway>) {
     if state.poller.started.swap(true, Ordering::AcqRel) {
         return;
     }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
-    actix_web::rt::spawn(claim_tasks(state.clone()));
-    actix_web::rt::spawn(check_leases(state.clone()));
+    tokio::task::spawn_local(claim_tasks(state.clone()));
+    tokio::task::spawn_local(check_leases(state.clone()));
     let mut poller = Sweeper::new(state, reports_tx);
     loop {
         for task in poller.state.poller.take_scheduled() {
@@ -142,7 +142,7 @@ pub async fn run(state: web::Data<AppState>) {
             poller.track_missing(&task);
         }
         for task_id in poller.state.poller.take_lost() {
-            actix_web::rt::spawn(read_again(poller.state.clone(), task_id));
+            tokio::task::spawn_local(read_again(poller.state.clone(), task_id));
         }
         poller.tick();
         poller.state.poller.tracked.store(poller.tracker.count(), Ordering::Relaxed);
@@ -155,18 +155,18 @@ pub async fn run(state: web::Data<AppState>) {
                 }
             },
             _ = poller.wake.notified() => {}
-            _ = actix_web::rt::time::sleep(std::time::Duration::from_millis(wait)) => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(wait)) => {}
         }
     }
 }
 
 /// Reads a task whose last write failed, once the store answers again, and schedules it if it is live.
-async fn read_again(state: web::Data<AppState>, task_id: String) {
+async fn read_again(state: Arc<Gateway>, task_id: String) {
     loop {
         match state.store.task(&task_id).await {
             Ok(Some(task)) if !task.status.is_terminal() => return state.poller.schedule(task),
             Ok(_) => return,
-            Err(_) => actix_web::rt::time::sleep(std::time::Duration::from_millis(RETRY_MS as u64)).await,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(RETRY_MS as u64)).await,
         }
     }
 }
@@ -174,10 +174,10 @@ async fn read_again(state: web::Data<AppState>, task_id: String) {
 /// Where processes share the store, reads back the live tasks leased to this one, a page at a time around
 /// and around, so that one the poller lost track of (a race between a write it made and a claim that gave
 /// the task back) is polled again within one round, whatever the race.
-async fn check_leases(state: web::Data<AppState>) {
+async fn check_leases(state: Arc<Gateway>) {
     let mut after = None;
     loop {
-        actix_web::rt::time::sleep(CLAIM_EVERY).await;
+        tokio::time::sleep(CLAIM_EVERY).await;
         match state.store.leased(after.clone(), LEASES_CHECKED_AT_ONCE).await {
             Ok(None) => return,
             Ok(Some(tasks)) => {
@@ -191,9 +191,9 @@ async fn check_leases(state: web::Data<AppState>) {
 
 /// Takes the tasks the store gives this process to poll: where processes share it, those handed to this one
 /// and those another process stopped polling.
-async fn claim_tasks(state: web::Data<AppState>) {
+async fn claim_tasks(state: Arc<Gateway>) {
     loop {
-        actix_web::rt::time::sleep(CLAIM_EVERY).await;
+        tokio::time::sleep(CLAIM_EVERY).await;
         match state.store.claim().await {
             Ok(tasks) => {
                 if !tasks.is_empty() {
@@ -287,7 +287,7 @@ impl Drop for Permit {
 
 /// The poller's state, owned by its loop; jobs run as local tasks and report back.
 struct Sweeper {
-    state: web::Data<AppState>,
+    state: Arc<Gateway>,
     /// The share of the upstream keys' limits this process takes, as the store last said.
     share: Option<u32>,
     tracker: Tracker,
@@ -307,7 +307,7 @@ struct Sweeper {
 }
 
 impl Sweeper {
-    fn new(state: web::Data<AppState>, reports: mpsc::UnboundedSender<Report>) -> Sweeper {
+    fn new(state: Arc<Gateway>, reports: mpsc::UnboundedSender<Report>) -> Sweeper {
         let lanes = state
             .upstreams
             .regions()
@@ -316,7 +316,7 @@ impl Sweeper {
                 keys: Rc::new(KeyRing::new(
                     region,
                     upstream.key_count(),
-                    &state.config.poller,
+                    &state.settings.poller,
                     state.store.poll_share(),
                 )),
                 fetches: VecDeque::new(),
@@ -347,7 +347,7 @@ impl Sweeper {
     }
 
     fn config(&self) -> &PollerConfig {
-        &self.state.config.poller
+        &self.state.settings.poller
     }
 
     fn sweep_ms(&self) -> i64 {
@@ -701,7 +701,7 @@ impl Sweeper {
             && let Some(job) = self.store_jobs.pop_front()
         {
             let permit = Permit::take(&self.store_busy, &self.wake);
-            actix_web::rt::spawn(store_job(self.state.clone(), job, self.reports.clone(), permit));
+            tokio::task::spawn_local(store_job(self.state.clone(), job, self.reports.clone(), permit));
         }
     }
 
@@ -735,7 +735,7 @@ impl Sweeper {
                     media: task.model.media,
                     deadline_ms: task.deadline_ms,
                 };
-                actix_web::rt::spawn(query_task(state, keys, check, reports, permit));
+                tokio::task::spawn_local(query_task(state, keys, check, reports, permit));
             }
             Job::List(ticket, request) => {
                 let permit = Permit::take(&lane.busy, &self.wake);
@@ -745,7 +745,7 @@ impl Sweeper {
                     request,
                     unseen: self.window_due.remove(&ticket).unwrap_or_default(),
                 };
-                actix_web::rt::spawn(list_window(state, keys, window, reports, permit));
+                tokio::task::spawn_local(list_window(state, keys, window, reports, permit));
             }
         }
     }
@@ -778,7 +778,7 @@ struct Window {
 
 /// Asks the upstream about one task and records what it says.
 async fn query_task(
-    state: web::Data<AppState>,
+    state: Arc<Gateway>,
     keys: Rc<KeyRing>,
     check: Check,
     reports: mpsc::UnboundedSender<Report>,
@@ -817,7 +817,7 @@ async fn query_task(
 }
 
 /// Ends a task past its deadline in `timeout` (its hold is given back).
-async fn time_out(state: &AppState, task_id: &str) -> Outcome {
+async fn time_out(state: &Gateway, task_id: &str) -> Outcome {
     let error =
         TaskError { code: "timeout".into(), message: "The task did not finish before its model's deadline.".into() };
     let written = finish(state, OpenTask::polled(task_id), TaskStatus::Timeout, move |t| t.error = Some(error)).await;
@@ -832,7 +832,7 @@ fn query_failed(check: &Check, e: &UpstreamError) -> Outcome {
 }
 
 /// Records a terminal observation (compare-and-swap and settlement in `finish`).
-async fn settle(state: &AppState, task_id: &str, observed: Observed) -> Outcome {
+async fn settle(state: &Gateway, task_id: &str, observed: Observed) -> Outcome {
     let status = status_of(&observed);
     let finished = match observed {
         Observed::Pending => return Outcome::Live { running: false },
@@ -860,7 +860,7 @@ async fn settle(state: &AppState, task_id: &str, observed: Observed) -> Outcome 
 /// back to this process since (a claim gave it back while the write was under way), which the store is
 /// asked: then it is looked at again rather than dropped with nobody polling it.
 async fn ended<E: std::fmt::Display>(
-    state: &AppState,
+    state: &Gateway,
     task_id: &str,
     written: Result<Option<TaskRecord>, E>,
 ) -> Outcome {
@@ -884,7 +884,7 @@ async fn ended<E: std::fmt::Display>(
 /// Pages through one window's list, reporting each page; stops once every due task was seen, or when the
 /// pages left would cost more than querying the unseen due tasks directly.
 async fn list_window(
-    state: web::Data<AppState>,
+    state: Arc<Gateway>,
     keys: Rc<KeyRing>,
     mut window: Window,
     reports: mpsc::UnboundedSender<Report>,
@@ -922,7 +922,7 @@ async fn list_window(
 }
 
 /// Runs a store write the poller decided on without asking the upstream.
-async fn store_job(state: web::Data<AppState>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _permit: Permit) {
+async fn store_job(state: Arc<Gateway>, job: StoreJob, reports: mpsc::UnboundedSender<Report>, _permit: Permit) {
     let report = match job {
         StoreJob::Timeout { slot, task, ticket } => {
             Report::Checked { outcome: time_out(&state, &task).await, ticket, slot }

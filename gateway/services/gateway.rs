@@ -1,0 +1,67 @@
+//! What the use cases run on: the ports, the catalog's switches, the in-memory limits and caches, and the
+//! settings, handed over by the binary's wiring (`app::server`). No edge's type is among them.
+
+use crate::adapters::upstream::Upstreams;
+use crate::domain::registry::Registry;
+use crate::ports::storage::Storage;
+use crate::services::copies::Copies;
+use crate::services::limits::Limits;
+use crate::services::operators::Operators;
+use crate::services::settings::Settings;
+use crate::services::tasks::answers::FinishedAnswers;
+use crate::services::tasks::poller::Poller;
+use std::sync::Arc;
+
+pub struct Gateway {
+    pub store: Arc<dyn Storage>,
+    pub registry: Registry,
+    pub upstreams: Upstreams,
+    pub poller: Poller,
+    pub limits: Limits,
+    /// Answers of finished task reads, kept rendered.
+    pub finished: FinishedAnswers,
+    /// Result copies and the links that serve them.
+    pub copies: Copies,
+    /// Who may use the admin API and the operator's console.
+    pub operators: Operators,
+    pub settings: Settings,
+    /// When this process opened the store (epoch ms): a live task created before it and never forwarded
+    /// was cut short by the last process.
+    pub started_ms: i64,
+}
+
+/// What the wiring hands over to make a [`Gateway`].
+pub struct Parts {
+    pub store: Arc<dyn Storage>,
+    pub upstreams: Upstreams,
+    pub copies: Copies,
+    pub operators: Operators,
+    pub settings: Settings,
+    /// Bytes of finished tasks' rendered answers kept for task reads.
+    pub finished_task_cache_bytes: u64,
+}
+
+impl Gateway {
+    /// Reads what the use cases start from: the model switches and the live tasks this process polls.
+    pub async fn start(parts: Parts) -> Result<Gateway, String> {
+        let Parts { store, upstreams, copies, operators, settings, finished_task_cache_bytes } = parts;
+        let switches = store.model_switches().await.map_err(|e| e.to_string())?;
+        // Read once: the tasks this process polls from now on (every live one, on a store it owns alone,
+        // which its in-flight slots start from too; a store shared by replicas keeps the limits itself).
+        let claimed = store.claim().await.map_err(|e| e.to_string())?;
+        let limits = Limits::new(&settings.limits, !store.keeps_limits());
+        limits.restore(claimed.iter().map(|t| t.account.clone()));
+        Ok(Gateway {
+            registry: Registry::new(switches)?,
+            poller: Poller::new(claimed),
+            finished: FinishedAnswers::new(finished_task_cache_bytes),
+            started_ms: crate::domain::clock::now_ms(),
+            store,
+            upstreams,
+            limits,
+            copies,
+            operators,
+            settings,
+        })
+    }
+}

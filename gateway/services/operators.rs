@@ -1,0 +1,33 @@
+//! The operators: whoever holds the admin token may use the admin API and the operator's console.
+
+/// The admin token, if one is set; the admin API is off without one.
+pub struct Operators {
+    token: Option<String>,
+}
+
+impl Operators {
+    pub fn new(token: Option<String>) -> Operators {
+        Operators { token: token.filter(|token| !token.is_empty()) }
+    }
+
+    /// Whether the admin API is on.
+    pub fn enabled(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Whether `presented` is the admin token (compared in constant time).
+    pub fn is_operator(&self, presented: &str) -> bool {
+        self.token.as_deref().is_some_and(|token| constant_time_eq(token.as_bytes(), presented.as_bytes()))
+    }
+
+    /// A digest of the token, which a session keeps so that a new token signs every operator out.
+    pub fn token_digest(&self) -> Option<[u8; 32]> {
+        use sha2::{Digest, Sha256};
+        self.token.as_deref().map(|token| Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+/// Whether two secrets are equal, every byte compared whatever the first difference.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
