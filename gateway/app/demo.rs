@@ -125,8 +125,7 @@ async fn demo_webhook_secret(
     state: &crate::services::gateway::Gateway,
     options: &DemoOptions,
 ) -> Result<String, String> {
-    let (secret, _) =
-        crate::edges::http::admin_webhooks::first_secret(state, DEMO_ACCOUNT).await.map_err(|e| e.to_string())?;
+    let (secret, _) = crate::services::accounts::first_secret(state, DEMO_ACCOUNT).await.map_err(|e| e.to_string())?;
     let path = options.data_dir.join("demo-webhook-secret");
     std::fs::write(&path, &secret).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(secret)

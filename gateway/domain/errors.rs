@@ -1,6 +1,6 @@
 //! The error catalogue: every code a client can see, with its `type`, and the one trait every layer's errors
 //! are mapped onto it by ([`ErrorCode`], as meilisearch maps its errors). Each code's HTTP status is the
-//! HTTP edge's business (`edges::http::error`); the words a client reads are written where the error is
+//! HTTP edge's business (`edges::web::error`); the words a client reads are written where the error is
 //! made, and name neither an upstream's host nor its key.
 
 use crate::domain::validate::Violation;

@@ -197,7 +197,7 @@ fn query(parameters: &[(&str, Option<String>)]) -> Result<String, String> {
 pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand) -> Result<Answer, String> {
     let base = format!("{}/admin/v1", url.trim_end_matches('/'));
     // A body means POST, none means GET.
-    let at = crate::edges::http::path_segment;
+    let at = crate::edges::web::path_segment;
     let (path, body): (String, Option<Value>) = match command {
         AdminCommand::Account { command } => match command {
             AccountCommand::Create { name } => ("/accounts".into(), Some(json!({"name": name}))),

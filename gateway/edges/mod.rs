@@ -3,3 +3,4 @@
 pub mod cli;
 pub mod console;
 pub mod http;
+pub mod web;

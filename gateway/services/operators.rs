@@ -1,5 +1,7 @@
 //! The operators: whoever holds the admin token may use the admin API and the operator's console.
 
+use crate::domain::errors::{Code, Problem};
+
 /// The admin token, if one is set; the admin API is off without one.
 pub struct Operators {
     token: Option<String>,
@@ -10,14 +12,15 @@ impl Operators {
         Operators { token: token.filter(|token| !token.is_empty()) }
     }
 
-    /// Whether the admin API is on.
-    pub fn enabled(&self) -> bool {
-        self.token.is_some()
-    }
-
-    /// Whether `presented` is the admin token (compared in constant time).
-    pub fn is_operator(&self, presented: &str) -> bool {
-        self.token.as_deref().is_some_and(|token| constant_time_eq(token.as_bytes(), presented.as_bytes()))
+    /// Whether `presented` is the admin token (compared in constant time); refused, why.
+    pub fn check(&self, presented: Option<&str>) -> Result<(), Problem> {
+        let Some(token) = self.token.as_deref() else {
+            return Err(Problem::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set."));
+        };
+        match presented {
+            Some(presented) if constant_time_eq(token.as_bytes(), presented.as_bytes()) => Ok(()),
+            _ => Err(Problem::new(Code::admin_forbidden, "A valid admin token is required.")),
+        }
     }
 
     /// A digest of the token, which a session keeps so that a new token signs every operator out.

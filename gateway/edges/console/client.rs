@@ -10,9 +10,10 @@ use crate::domain::errors::Code;
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::TaskRecord;
 use crate::domain::usage_log::UsageFilter;
-use crate::edges::http::auth::Caller;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::services::auth::Caller;
 use crate::services::gateway::Gateway;
+use crate::services::submit::{self, Submission, Submitted};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
@@ -117,7 +118,17 @@ async fn submit(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Val
     session::check_csrf(&req, &session, None)?;
     let model = body["model"].as_str().ok_or_else(|| ApiError::invalid_parameter("model", "Choose a model."))?;
     let endpoint = state.registry.enabled(model)?.endpoint();
-    crate::edges::http::submit::submit(web::Data::new(endpoint), caller, state, req, body).await
+    let request_id = crate::edges::web::request_id::generate(match endpoint.media {
+        crate::domain::catalog::Media::Video => "vid-",
+        crate::domain::catalog::Media::Image => "img-",
+    });
+    let submission =
+        Submission { endpoint, caller: &caller, body: body.into_inner(), idempotency_key: None, request_id };
+    let answer = submit::submit(&state.into_inner(), submission, std::future::pending()).await;
+    // The playground follows the task, whichever way it was answered.
+    let (Submitted::Accepted(task) | Submitted::Ended(task) | Submitted::Finished { task, .. }) = answer.result?;
+    crate::edges::web::request_id::set(task.request_id.clone());
+    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::view(&task)))
 }
 
 /// One of the client's tasks, as `GET /v1/tasks/{id}` shows it.

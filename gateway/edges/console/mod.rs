@@ -17,8 +17,8 @@ mod tasks;
 mod usage;
 mod webhooks;
 
-use crate::edges::http::auth::Caller;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::services::auth::Caller;
 use crate::services::gateway::Gateway;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
@@ -81,7 +81,7 @@ impl ResponseError for Failure {
     fn status_code(&self) -> StatusCode {
         match self {
             Failure::SignedOut => StatusCode::SEE_OTHER,
-            Failure::Refused(error) => crate::edges::http::error::status(error.code),
+            Failure::Refused(error) => crate::edges::web::error::status(error.code),
         }
     }
 
@@ -232,12 +232,12 @@ async fn sign_in(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<Si
     let form = form.into_inner();
     let role = match (form.admin_token.as_deref().map(str::trim), form.api_key.as_deref().map(str::trim)) {
         (Some(token), _) if !token.is_empty() => {
-            crate::edges::http::admin::Admin::check(&state, Some(token))?;
+            state.operators.check(Some(token))?;
             Role::Operator { token_digest: session::token_digest(token) }
         }
         (_, Some(key)) if !key.is_empty() => {
             let key_hash = crate::domain::tasks::hash_key(key);
-            crate::edges::http::auth::Caller::of_key(&state, key_hash).await?;
+            crate::services::auth::authenticate(&state, key_hash).await?;
             Role::Client { key_hash }
         }
         _ => return Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.").into()),

@@ -4,7 +4,7 @@
 use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html, redirect};
 use crate::domain::errors::Code;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
 use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -42,7 +42,7 @@ async fn page(state: web::Data<Gateway>, req: HttpRequest) -> Page {
             id: m.id,
             summary: m.summary,
             operation: m.operation.as_str(),
-            billing: crate::edges::http::models::billing_rule(m).to_string(),
+            billing: crate::services::models::billing_rule(m).to_string(),
             limits: m.limits_json,
             enabled: state.registry.is_enabled(m),
         })
@@ -71,6 +71,6 @@ async fn switch(
         "disable" => false,
         _ => return Err(ApiError::new(Code::not_found, "Use /enable or /disable.").into()),
     };
-    crate::edges::http::admin::set_model_enabled(&state, &model, enabled).await?;
+    crate::services::models::set_model_enabled(&state, &model, enabled).await?;
     Ok(redirect("/console/models"))
 }

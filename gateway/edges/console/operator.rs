@@ -10,11 +10,9 @@ use crate::domain::billing::books::{EntryKind, Pot};
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::{KeyRecord, TaskRecord};
 use crate::domain::usage_log::UsageFilter;
-use crate::edges::http::admin;
-use crate::edges::http::admin::Amount;
-use crate::edges::http::admin_webhooks;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
 use crate::services::gateway::Gateway;
+use crate::services::{accounts, webhook_settings};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
@@ -181,7 +179,7 @@ struct NewAccount {
 
 async fn create_account(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
-    let opened = admin::open_account(&state, &form.name).await?;
+    let opened = accounts::open_account(&state, &form.name).await?;
     let path = account_path(form.name.trim());
     match opened["webhook_secret"].as_str() {
         Some(secret) => shown_once(&req, redirect(&format!("{path}?done=opened")), format!("webhook-secret.{secret}")),
@@ -204,7 +202,7 @@ fn shown_once(req: &HttpRequest, mut response: actix_web::HttpResponse, shown: S
 }
 
 fn account_path(name: &str) -> String {
-    format!("/console/accounts/{}", crate::edges::http::path_segment(name))
+    format!("/console/accounts/{}", crate::edges::web::path_segment(name))
 }
 
 #[derive(Template)]
@@ -279,7 +277,7 @@ async fn account_page(
     shown: Option<ShownOnce>,
 ) -> Page {
     let record = state.store.account(name).await?;
-    admin::account_exists(state, name).await?;
+    accounts::account_exists(state, name).await?;
     let funds = state.store.funds(name).await?;
     let keys = state.store.keys_of(name).await?;
     let endpoint = state.store.webhook_settings(name).await?.and_then(|w| w.endpoint);
@@ -322,32 +320,31 @@ async fn change_account(
     signed_in_form(&state, &req, &form.csrf)?;
     let (name, change) = path.into_inner();
     let amount = || micros("amount", form.amount.as_deref().unwrap_or_default());
-    let credit = |amount| Amount { amount, note: "console".into() };
     let mut shown = None;
     let done = match change.as_str() {
         "top-up" => {
-            admin::credit(&state, &name, credit(amount()?), EntryKind::TopUp, Pot::Balance).await?;
+            accounts::credit(&state, &name, amount()?, "console".into(), EntryKind::TopUp, Pot::Balance).await?;
             "top-up"
         }
         "free-trial" => {
-            admin::credit(&state, &name, credit(amount()?), EntryKind::Grant, Pot::FreeTrial).await?;
+            accounts::credit(&state, &name, amount()?, "console".into(), EntryKind::Grant, Pot::FreeTrial).await?;
             "free-trial"
         }
         "plan" => {
-            admin::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?).await?;
+            accounts::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?).await?;
             "plan"
         }
         "keys" => {
-            shown = Some(format!("key.{}", admin::issue_key(&state, &name).await?));
+            shown = Some(format!("key.{}", accounts::issue_key(&state, &name).await?));
             "key"
         }
         "webhook-secret" => {
-            shown = Some(format!("webhook-secret.{}", admin_webhooks::rotate(&state, &name).await?.0));
+            shown = Some(format!("webhook-secret.{}", webhook_settings::rotate_secret(&state, &name).await?.0));
             "webhook-secret"
         }
         "webhook-endpoint" => {
             let url = form.url.as_deref().map(str::trim).filter(|u| !u.is_empty()).map(str::to_string);
-            admin_webhooks::set_default_endpoint(&state, &name, url).await?;
+            webhook_settings::set_default_endpoint(&state, &name, url).await?;
             "webhook-endpoint"
         }
         _ => {
@@ -369,6 +366,6 @@ async fn revoke_key(
 ) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
     let (name, prefix) = path.into_inner();
-    admin::revoke(&state, &name, &prefix).await?;
+    accounts::revoke(&state, &name, &prefix).await?;
     Ok(redirect(&format!("{}?done=revoked", account_path(&name))))
 }

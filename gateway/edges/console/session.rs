@@ -7,8 +7,8 @@
 //! API key, which goes through the API's own key check (a revoked key is refused at once).
 
 use crate::domain::errors::Code;
-use crate::edges::http::auth::Caller;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::services::auth::Caller;
 use crate::services::gateway::Gateway;
 use crate::services::operators::constant_time_eq;
 use actix_web::HttpRequest;
@@ -138,7 +138,7 @@ pub async fn client(state: &Gateway, session: &Session) -> Result<Caller, ApiErr
     let Role::Client { key_hash } = &session.role else {
         return Err(ApiError::new(Code::invalid_api_key, "Sign in with an API key."));
     };
-    Caller::of_key(state, *key_hash).await
+    Ok(crate::services::auth::authenticate(state, *key_hash).await?)
 }
 
 /// A state change's CSRF token, from its form field or `X-CSRF-Token`, matches the session's; and the

@@ -7,7 +7,7 @@ use crate::domain::catalog::Media;
 use crate::domain::errors::Code;
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
 use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
@@ -65,7 +65,7 @@ async fn list(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Fi
         let (created_since, created_until) = super::days(&filter.since, &filter.until)?;
         let status = match filter.status.trim() {
             "" => None,
-            name => Some(crate::edges::http::one_of("status", name, &TaskStatus::ALL, TaskStatus::as_str)?),
+            name => Some(crate::edges::web::one_of("status", name, &TaskStatus::ALL, TaskStatus::as_str)?),
         };
         let after = match filter.after.trim() {
             "" => None,

@@ -4,7 +4,7 @@
 use super::charts::{self, BarChart};
 use super::{Page, Viewer, html};
 use crate::domain::usage_log::UsageFilter;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
 use crate::services::gateway::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -110,5 +110,5 @@ async fn csv(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Fil
     Ok(HttpResponse::Ok()
         .content_type("text/csv")
         .insert_header(("Content-Disposition", "attachment; filename=\"usage.csv\""))
-        .body(crate::edges::http::admin::usage_csv(&lines)?))
+        .body(crate::services::accounts::usage_csv(&lines)?))
 }

@@ -4,8 +4,8 @@
 use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState};
-use crate::edges::http::admin_webhooks::replay_delivery;
 use crate::services::gateway::Gateway;
+use crate::services::webhook_settings::replay_delivery;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
@@ -51,7 +51,7 @@ async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Fi
 async fn listing(state: &Gateway, csrf: String, filter: Filter, notice: Option<String>) -> Page {
     let wanted = match filter.state.trim() {
         "" => None,
-        name => Some(crate::edges::http::one_of("state", name, &DeliveryState::ALL, DeliveryState::as_str)?),
+        name => Some(crate::edges::web::one_of("state", name, &DeliveryState::ALL, DeliveryState::as_str)?),
     };
     let account = Some(filter.account.trim().to_string()).filter(|a| !a.is_empty());
     let query = DeliveryFilter { account, task_id: None, state: wanted, limit: LISTED };

@@ -7,8 +7,8 @@ use crate::domain::clock::now_ms;
 use crate::domain::copies::MirroredFile;
 use crate::domain::errors::Code;
 use crate::domain::tasks::{TaskRecord, TaskStatus};
-use crate::edges::http::auth::Caller;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::services::auth::Caller;
 use crate::services::copies::default_content_type;
 use crate::services::gateway::Gateway;
 use crate::services::tasks;
@@ -160,7 +160,7 @@ async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFil
 /// A storage failure other than a missing object: logged whole, answered without the storage's details
 /// (paths, buckets), as a retry may succeed.
 fn unreadable(error: impl std::fmt::Display) -> ApiError {
-    tracing::error!(request_id = %crate::edges::http::request_id::current(), %error, "a result's copy cannot be read");
+    tracing::error!(request_id = %crate::edges::web::request_id::current(), %error, "a result's copy cannot be read");
     ApiError::new(Code::storage_unavailable, "The result's copy cannot be read right now; retry later.")
         .with_retry_after(5)
 }

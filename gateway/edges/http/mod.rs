@@ -4,16 +4,15 @@ pub mod admin;
 pub mod admin_webhooks;
 pub mod auth;
 mod content;
-pub mod error;
 pub mod models;
 pub mod ops;
 pub mod peer;
-pub mod request_id;
 pub mod submit;
 pub mod tasks;
 
 use crate::domain::errors::Code;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::edges::web::request_id;
 use crate::services::gateway::Gateway;
 use actix_web::error::JsonPayloadError;
 use actix_web::{HttpRequest, web};
@@ -52,19 +51,6 @@ fn submit_routes(cfg: &mut web::ServiceConfig) {
                 .default_service(web::to(post_only)),
         );
     }
-}
-
-/// The one of `all` named `value` (by `name`), or a 400 naming `param` that lists the names it takes.
-pub fn one_of<T: Copy>(
-    param: &'static str,
-    value: &str,
-    all: &[T],
-    name: fn(T) -> &'static str,
-) -> Result<T, ApiError> {
-    all.iter().copied().find(|item| name(*item) == value).ok_or_else(|| {
-        let known: Vec<&str> = all.iter().map(|item| name(*item)).collect();
-        ApiError::invalid_parameter(param, format!("Unknown {param} `{value}`; use one of {}.", known.join(", ")))
-    })
 }
 
 /// Each way a body can be unreadable gets its own code.
@@ -148,13 +134,6 @@ pub fn mount(cfg: &mut web::ServiceConfig, path: &str, routes: Vec<(&'static str
     let allow: std::sync::Arc<str> = routes.iter().map(|(method, _)| *method).collect::<Vec<_>>().join(", ").into();
     let resource = routes.into_iter().fold(web::resource(path), |resource, (_, route)| resource.route(route));
     cfg.service(resource.default_service(web::to(move |req: HttpRequest| method_not_allowed(req, allow.clone()))));
-}
-
-/// `text` as one URL path segment: every character but the unreserved ones (RFC 3986) percent-encoded.
-pub fn path_segment(text: &str) -> String {
-    const ESCAPED: &percent_encoding::AsciiSet =
-        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
-    percent_encoding::utf8_percent_encode(text, ESCAPED).to_string()
 }
 
 /// A known path asked with the wrong method: 405 in the envelope, with `Allow`.

@@ -3,8 +3,8 @@
 
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::TaskStatus;
-use crate::edges::http::auth::Caller;
-use crate::edges::http::error::ApiError;
+use crate::edges::web::error::ApiError;
+use crate::services::auth::Caller;
 use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use crate::services::tasks::answers::{TaskAnswer, answer};
@@ -84,7 +84,8 @@ async fn list(
             )
         })?,
     };
-    let status = params.status.as_deref().map(|s| super::one_of("status", s, &TaskStatus::ALL, TaskStatus::as_str));
+    let status =
+        params.status.as_deref().map(|s| crate::edges::web::one_of("status", s, &TaskStatus::ALL, TaskStatus::as_str));
     let status = status.transpose()?;
     let epoch_ms = |name: &'static str, value: Option<&str>| {
         value

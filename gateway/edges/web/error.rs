@@ -4,7 +4,7 @@
 
 use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::validate::Violation;
-use crate::edges::http::request_id;
+use crate::edges::web::request_id;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
