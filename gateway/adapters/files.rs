@@ -5,14 +5,14 @@
 //! directory of its own (a directory per task made a copy cost twice the syscalls, and its journal's work).
 //! Copies made under the older layout (`{task_id}/{index}`) keep their paths, which their tasks record.
 
+use crate::ports::files::{ByteStream, FileError, ResultFiles, Stored};
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::signer::Signer;
 use object_store::{
-    Attribute, Attributes, GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt, PutMultipartOptions,
-    WriteMultipart,
+    Attribute, Attributes, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMultipartOptions, WriteMultipart,
 };
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -57,12 +57,6 @@ pub struct Files {
     prefix: Path,
 }
 
-/// A result file as stored.
-pub struct Stored {
-    pub size: u64,
-    pub sha256: String,
-}
-
 impl Files {
     /// The storage `config` names: its S3 bucket, else its directory.
     pub fn new(config: &FilesConfig) -> Result<Files, String> {
@@ -85,20 +79,16 @@ impl Files {
         let presigner = (s3.presigned_seconds > 0).then(|| (bucket.clone(), Duration::from_secs(s3.presigned_seconds)));
         Ok(Files { store: bucket, presigner, attributes: true, prefix: Path::from(s3.prefix.as_str()) })
     }
+}
 
-    /// Where result `index` of `task_id` is copied, expiring at `expires_ms`.
-    pub fn path(&self, task_id: &str, index: usize, expires_ms: i64) -> String {
+#[async_trait::async_trait(?Send)]
+impl ResultFiles for Files {
+    fn path(&self, task_id: &str, index: usize, expires_ms: i64) -> String {
         let day = chrono::DateTime::from_timestamp_millis(expires_ms).unwrap_or_default().format("%Y-%m-%d");
         self.prefix.clone().join(day.to_string()).join(format!("{task_id}.{index}")).to_string()
     }
 
-    /// Writes what `body` yields to `path` as it comes (in parts, never whole in memory), hashing it on the
-    /// way; a copy cut short leaves nothing at `path`.
-    pub async fn put<S, E>(&self, path: &str, content_type: &str, mut body: S) -> Result<Stored, String>
-    where
-        S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
+    async fn put(&self, path: &str, content_type: &str, mut body: ByteStream) -> Result<Stored, String> {
         use sha2::{Digest, Sha256};
         let mut attributes = Attributes::new();
         if self.attributes {
@@ -128,20 +118,22 @@ impl Files {
         Ok(Stored { size, sha256: hex::encode(hash.finalize()) })
     }
 
-    /// Reads `path`, or its `range`.
-    pub async fn get(&self, path: &str, range: Option<GetRange>) -> object_store::Result<GetResult> {
-        self.store.get_opts(&Path::from(path), GetOptions { range, ..Default::default() }).await
+    async fn get(&self, path: &str, range: Option<(u64, u64)>) -> Result<ByteStream, FileError> {
+        let range = range.map(|(first, last)| GetRange::Bounded(first..last + 1));
+        match self.store.get_opts(&Path::from(path), GetOptions { range, ..Default::default() }).await {
+            Ok(object) => Ok(Box::pin(object.into_stream().map(|chunk| chunk.map_err(|e| e.to_string())))),
+            Err(object_store::Error::NotFound { .. }) => Err(FileError::NotFound),
+            Err(e) => Err(FileError::Unavailable(e.to_string())),
+        }
     }
 
-    /// A presigned URL for `path`, where downloads are redirected to one.
-    pub async fn presigned(&self, path: &str) -> Option<Result<String, String>> {
+    async fn presigned(&self, path: &str) -> Option<Result<String, String>> {
         let (bucket, valid_for) = self.presigner.as_ref()?;
         let url = bucket.signed_url(http::Method::GET, &Path::from(path), *valid_for).await;
         Some(url.map(|url| url.to_string()).map_err(|e| e.to_string()))
     }
 
-    /// Deletes every copy whose expiry day is before `now_ms`'s; returns the objects and bytes left.
-    pub async fn sweep(&self, now_ms: i64) -> Result<(u64, u64), String> {
+    async fn sweep(&self, now_ms: i64) -> Result<(u64, u64), String> {
         let today = chrono::DateTime::from_timestamp_millis(now_ms).unwrap_or_default().format("%Y-%m-%d").to_string();
         let days = self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| e.to_string())?;
         let (mut objects, mut bytes) = (0u64, 0u64);
@@ -176,7 +168,9 @@ mod tests {
         let files = Files::new(&FilesConfig { dir: dir.path().to_path_buf(), s3: None }).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let start = 1_800_000_000_000;
-        let body = |text: &'static str| futures_util::stream::iter([Ok::<_, String>(bytes::Bytes::from(text))]);
+        let body = |text: &'static str| -> ByteStream {
+            Box::pin(futures_util::stream::iter([Ok::<_, String>(bytes::Bytes::from(text))]))
+        };
         runtime.block_on(async {
             let old = files.path("task-a", 0, start);
             let kept = files.path("task-b", 0, start + 2 * DAY_MS);
@@ -187,8 +181,9 @@ mod tests {
             assert_eq!(files.sweep(start).await.unwrap(), (2, 13), "nothing has expired by its day");
             assert_eq!(files.sweep(start + DAY_MS).await.unwrap(), (1, 4));
             assert!(files.get(&old, None).await.is_err());
-            let read = files.get(&kept, Some(GetRange::Bounded(1..3))).await.unwrap().bytes().await.unwrap();
-            assert_eq!(&read[..], b"ep");
+            let read: Vec<bytes::Bytes> =
+                files.get(&kept, Some((1, 2))).await.unwrap().map(Result::unwrap).collect().await;
+            assert_eq!(&read.concat()[..], b"ep");
         });
     }
 }

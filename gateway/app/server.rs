@@ -45,7 +45,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
     // One secret signs result links and, under a key derived from it, console sessions.
     let secret = link_secret(&config.results.link_secret_env, &config.data_dir, &*store).await.map_err(io)?;
     let results = &config.results;
-    let files = crate::adapters::files::Files::new(&files_config(&config)).map_err(io)?;
+    let files = Arc::new(crate::adapters::files::Files::new(&files_config(&config)).map_err(io)?);
     let base = results.public_url.clone().unwrap_or_else(|| public_url(&config, config.listen));
     let links = crate::services::copies::links::Links::new(&base, &secret).map_err(io)?;
     let copies = crate::services::copies::Copies::new(files, links, results.mirror, results.retention_days);
@@ -64,7 +64,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
     };
     let parts = Parts {
         store,
-        upstreams,
+        upstream: Arc::new(upstreams),
         copies,
         operators: Operators::new(admin_token),
         settings,

@@ -2,10 +2,10 @@
 //! failure of a port it called. Each maps onto the catalogue through `ErrorCode`, so the edges render any of
 //! them alike.
 
-use crate::adapters::upstream::UpstreamError;
 use crate::domain::errors::{Code, ErrorCode, Problem};
 use crate::domain::validate::Violation;
 use crate::ports::storage::StoreError;
+use crate::ports::upstream::UpstreamError;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, thiserror::Error)]

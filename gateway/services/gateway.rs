@@ -1,9 +1,9 @@
 //! What the use cases run on: the ports, the catalog's switches, the in-memory limits and caches, and the
 //! settings, handed over by the binary's wiring (`app::server`). No edge's type is among them.
 
-use crate::adapters::upstream::Upstreams;
 use crate::domain::registry::Registry;
 use crate::ports::storage::Storage;
+use crate::ports::upstream::Upstream;
 use crate::services::copies::Copies;
 use crate::services::limits::Limits;
 use crate::services::operators::Operators;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 pub struct Gateway {
     pub store: Arc<dyn Storage>,
     pub registry: Registry,
-    pub upstreams: Upstreams,
+    pub upstream: Arc<dyn Upstream>,
     pub poller: Poller,
     pub limits: Limits,
     /// Answers of finished task reads, kept rendered.
@@ -33,7 +33,7 @@ pub struct Gateway {
 /// What the wiring hands over to make a [`Gateway`].
 pub struct Parts {
     pub store: Arc<dyn Storage>,
-    pub upstreams: Upstreams,
+    pub upstream: Arc<dyn Upstream>,
     pub copies: Copies,
     pub operators: Operators,
     pub settings: Settings,
@@ -44,7 +44,7 @@ pub struct Parts {
 impl Gateway {
     /// Reads what the use cases start from: the model switches and the live tasks this process polls.
     pub async fn start(parts: Parts) -> Result<Gateway, String> {
-        let Parts { store, upstreams, copies, operators, settings, finished_task_cache_bytes } = parts;
+        let Parts { store, upstream, copies, operators, settings, finished_task_cache_bytes } = parts;
         let switches = store.model_switches().await.map_err(|e| e.to_string())?;
         // Read once: the tasks this process polls from now on (every live one, on a store it owns alone,
         // which its in-flight slots start from too; a store shared by replicas keeps the limits itself).
@@ -57,7 +57,7 @@ impl Gateway {
             finished: FinishedAnswers::new(finished_task_cache_bytes),
             started_ms: crate::domain::clock::now_ms(),
             store,
-            upstreams,
+            upstream,
             limits,
             copies,
             operators,

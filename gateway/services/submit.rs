@@ -5,7 +5,6 @@
 //! account's limits and funds; then the task is stored and forwarded (an asynchronous one), or run and
 //! ended (a synchronous one).
 
-use crate::adapters::upstream::{UpstreamError, client};
 use crate::domain::admission::{Admitted, admit};
 use crate::domain::billing::TaskBilling;
 use crate::domain::billing::books::Shortfall;
@@ -13,12 +12,12 @@ use crate::domain::billing::pricing;
 use crate::domain::catalog::{EndpointSpec, ModelSpec, SyncResponse, TaskMode};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskError, TaskRecord, TaskStatus};
-use crate::domain::usage::Usage;
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted};
+use crate::ports::upstream::Created;
 use crate::services::auth::Caller;
 use crate::services::errors::ServiceError;
 use crate::services::gateway::Gateway;
-use crate::services::tasks::{self, OpenTask, results};
+use crate::services::tasks::{self, OpenTask};
 use scopeguard::ScopeGuard;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -243,7 +242,7 @@ async fn replay(
         TaskStatus::Failed if task.upstream_task_id.is_none() => {
             // Refused before the upstream took it: the first answer was this error.
             let (code, message) = task.error.as_ref().map_or(("UnknownError", ""), |e| (&e.code, &e.message));
-            return Err(UpstreamError::recorded(code, message, model.map_or("", |m| m.region)).into());
+            return Err(state.upstream.recorded(code, message, model.map_or("", |m| m.region)).into());
         }
         TaskStatus::Success if synchronous => match model {
             Some(model) => Submitted::Finished { task, model, upstream: None },
@@ -288,7 +287,7 @@ async fn run_sync(
         });
     });
     crate::support::metrics::upstream_call("create");
-    let call = client::create(&state.upstreams, admitted.model, &admitted.envelope);
+    let call = state.upstream.create(admitted.model, &admitted.envelope);
     let answer = tokio::select! {
         answer = call => answer,
         () = gone => {
@@ -297,33 +296,24 @@ async fn run_sync(
         }
     };
     let task = ScopeGuard::into_inner(guard);
-    let answer = match answer {
-        Ok(answer) => answer,
+    let Created { results, usage, body, .. } = match answer {
+        Ok(created) => created,
         Err(error) => {
             crate::support::metrics::upstream_error("create");
             tasks::fail(state, task, &error.code(), &error.detail()).await?;
             return Err(error.into());
         }
     };
-    let reported: results::Reported = match answer.read() {
-        Ok(reported) => reported,
-        Err(error) => {
-            tasks::fail(state, task, &error.code(), &error.detail()).await?;
-            return Err(error.into());
-        }
-    };
-    let found = results::results(&reported.output, admitted.model.media);
-    let usage = reported.usage.map(Usage::from);
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(state, task, TaskStatus::Success, move |t| {
-        t.results = found;
+        t.results = results;
         t.usage = usage;
     })
     .await?
     .ok_or_else(|| Problem::internal("the synchronous task was not recorded"))?;
     // Only the endpoints that pass the upstream's answer on read it whole.
     let upstream = match endpoint.sync_response {
-        SyncResponse::Upstream => Some(answer.read::<Value>()?),
+        SyncResponse::Upstream => Some(serde_json::from_slice(&body).map_err(Problem::internal)?),
         SyncResponse::ImagesStandard => None,
     };
     Ok(Submitted::Finished { task: finished, model: admitted.model, upstream })

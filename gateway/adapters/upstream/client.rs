@@ -1,12 +1,17 @@
 //! HTTP calls to the upstream: create, query, cancel, list. One region's base URL and keys per call, never
 //! another's.
 
+use super::answers;
 use super::connect::{ProxyChoice, Transport};
-use super::errors::UpstreamError;
 use crate::app::config::Config;
-use crate::domain::catalog::{ModelSpec, TaskMode};
+use crate::domain::catalog::{Media, ModelSpec, TaskMode};
+use crate::domain::usage::Usage;
+use crate::ports::upstream::{Created, Fetched, Observed, Upstream};
+use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, TaskPage, UpstreamError};
 use awc::http::Uri;
-use awc::http::header::{AUTHORIZATION, HeaderValue};
+use awc::http::header::{
+    ACCEPT_RANGES, AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, HeaderValue, LAST_MODIFIED,
+};
 use bytes::Bytes;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -76,12 +81,6 @@ impl RegionUpstream {
             route_uris,
             transport,
         })
-    }
-
-    /// A GET of one of the region's result files (`url` as the upstream gave it, signed by it: no key sent),
-    /// through the region's transport (its trust and proxy).
-    pub fn fetch(&self, url: &str) -> awc::ClientRequest {
-        self.transport.client().get(url)
     }
 
     /// Keys of the region; their query limits add up.
@@ -189,8 +188,92 @@ impl Upstreams {
     }
 }
 
+/// The family of `spec/upstream.yaml`, every configured region of it, as the use cases reach it.
+#[async_trait::async_trait(?Send)]
+impl Upstream for Upstreams {
+    async fn create(&self, model: &ModelSpec, envelope: &Bytes) -> Result<Created, UpstreamError> {
+        let answer = create(self, model, envelope).await?;
+        let created = match model.task_mode {
+            // An acceptance without a readable task id is refused by the caller, as one without any.
+            TaskMode::Async => {
+                let reported = answer.read::<answers::Reported>().unwrap_or_default();
+                Created { task_id: reported.output.task_id.map(String::from), ..Created::default() }
+            }
+            TaskMode::Sync => {
+                let reported: answers::Reported = answer.read()?;
+                let results = answers::results(&reported.output, model.media);
+                Created { task_id: None, results, usage: reported.usage.map(Usage::from), body: Bytes::new() }
+            }
+        };
+        Ok(Created { body: answer.0, ..created })
+    }
+
+    async fn query(
+        &self,
+        region: &str,
+        key: usize,
+        upstream_task_id: &str,
+        media: Media,
+    ) -> Result<Observed, UpstreamError> {
+        let answer = query(self.region(region)?, key, upstream_task_id).await?;
+        Ok(answers::observe(answer.read()?, media))
+    }
+
+    async fn list(&self, region: &str, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError> {
+        list(self.region(region)?, key, request).await
+    }
+
+    async fn cancel(&self, region: &str, upstream_task_id: &str) -> Result<(), UpstreamError> {
+        cancel(self.region(region)?, upstream_task_id).await.map(drop)
+    }
+
+    async fn fetch(&self, region: &str, url: &str, range: Option<&str>) -> Result<Fetched, UpstreamError> {
+        use futures_util::StreamExt;
+        let upstream = self.region(region)?;
+        let mut request = upstream.transport.client().get(url).timeout(DOWNLOAD_WITHIN);
+        if let Some(range) = range {
+            request = request.insert_header((awc::http::header::RANGE, range));
+        }
+        let response = request.send().await.map_err(|e| unsent(upstream, e))?;
+        let headers = response.headers();
+        let text =
+            |name: &awc::http::header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let passed_on = [
+            ("content-range", CONTENT_RANGE),
+            ("etag", ETAG),
+            ("accept-ranges", ACCEPT_RANGES),
+            ("last-modified", LAST_MODIFIED),
+        ]
+        .into_iter()
+        .filter_map(|(name, header)| Some((name, text(&header)?)))
+        .collect();
+        Ok(Fetched {
+            status: response.status().as_u16(),
+            content_type: text(&CONTENT_TYPE),
+            content_length: text(&CONTENT_LENGTH).and_then(|v| v.parse().ok()),
+            passed_on,
+            body: Box::pin(response.map(|chunk| chunk.map_err(|e| e.to_string()))),
+        })
+    }
+
+    fn recorded(&self, code: &str, message: &str, region: &str) -> UpstreamError {
+        super::errors::recorded(code, message, region)
+    }
+
+    fn regions(&self) -> Vec<(&'static str, usize)> {
+        self.regions.values().map(|upstream| (upstream.region, upstream.key_count())).collect()
+    }
+
+    fn longest_timeout(&self) -> Duration {
+        self.regions.values().map(|upstream| upstream.timeout).max().unwrap_or_default()
+    }
+}
+
+/// Longest a result file's download may take.
+const DOWNLOAD_WITHIN: Duration = Duration::from_secs(30 * 60);
+
 /// Submits a job (async) or runs it (sync). Returns the upstream's answer.
-pub async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
+async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
     let mut request = call(upstream, awc::http::Method::POST, model.route.path);
     let wire = &crate::domain::catalog::WIRE;
@@ -233,66 +316,25 @@ fn address(base_url: &str, path: &str) -> String {
 }
 
 /// Reads one task with key `key` of the region (modulo its key count): the caller paces each key's queries.
-pub async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
+async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}");
     timed(async { answer(upstream, call_with_key(upstream, key, awc::http::Method::GET, &path).send().await).await })
         .await
 }
 
-/// A page of the tasks created in a time window (`GET /tasks`, upstream-protocol.md section 4).
-#[derive(Debug, Clone, Copy)]
-pub struct ListRequest {
-    /// Epoch ms; sent rounded down to its second.
-    pub start_ms: i64,
-    /// Epoch ms; sent rounded up to a whole second, so every task created up to it is included.
-    pub end_ms: i64,
-    /// From 1.
-    pub page_no: u64,
-    pub page_size: u64,
-}
-
-/// One page of a task list, as the upstream answered it.
-#[derive(Debug, Clone, Default)]
-pub struct TaskPage {
-    pub total: u64,
-    pub total_page: u64,
-    pub tasks: Vec<ListedTask>,
-}
-
-/// A task as a list reports it: enough to tell whether it is worth a query.
-#[derive(Debug, Clone)]
-pub struct ListedTask {
-    pub task_id: String,
-    pub status: ListedStatus,
-    /// Creation time, epoch ms.
-    pub gmt_create: Option<i64>,
-}
-
-/// A listed task's status (upstream-protocol.md section 4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListedStatus {
-    Pending,
-    /// `RUNNING`, or `SUSPENDED` as some image models list.
-    Running,
-    /// `SUCCEEDED`, `FAILED`, `CANCELED` (or `CANCELLED`), `UNKNOWN`: only a task query tells the rest.
-    Ended,
-    /// A word this gateway does not know: worth a task query.
-    Unrecognized,
-}
-
-impl ListedStatus {
-    fn of(word: &str) -> ListedStatus {
-        match word {
-            "PENDING" => ListedStatus::Pending,
-            "RUNNING" | "SUSPENDED" => ListedStatus::Running,
-            "SUCCEEDED" | "FAILED" | "CANCELED" | "CANCELLED" | "UNKNOWN" => ListedStatus::Ended,
-            _ => ListedStatus::Unrecognized,
-        }
+/// A listed task's status word (upstream-protocol.md section 4): `SUSPENDED`, as some image models list, is
+/// running; `SUCCEEDED`, `FAILED`, `CANCELED` (or `CANCELLED`) and `UNKNOWN` are ended.
+fn listed_status(word: &str) -> ListedStatus {
+    match word {
+        "PENDING" => ListedStatus::Pending,
+        "RUNNING" | "SUSPENDED" => ListedStatus::Running,
+        "SUCCEEDED" | "FAILED" | "CANCELED" | "CANCELLED" | "UNKNOWN" => ListedStatus::Ended,
+        _ => ListedStatus::Unrecognized,
     }
 }
 
 /// Lists tasks created in a window with key `key` of the region (modulo its key count).
-pub async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError> {
+async fn list(upstream: &RegionUpstream, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError> {
     let path = format!(
         "/tasks?start_time={}&end_time={}&page_no={}&page_size={}",
         compact_time(request.start_ms, false),
@@ -350,7 +392,7 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
     let raw: RawPage = serde_json::from_slice(body).map_err(|e| UpstreamError::Malformed(e.to_string()))?;
     let Some(data) = raw.data else {
         let code = raw.code.unwrap_or_else(|| "UnknownError".into());
-        return Err(UpstreamError::Answered { status: 200, code, message: raw.message.unwrap_or_default() });
+        return Err(super::errors::answered(200, code, raw.message.unwrap_or_default()));
     };
     let number = |v: Option<&Value>| v.and_then(|n| n.as_i64().or_else(|| n.as_str().and_then(|s| s.parse().ok())));
     let count = |v: Option<&Value>| number(v).map_or(0, |n| n.max(0) as u64);
@@ -358,7 +400,7 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
         .into_iter()
         .map(|item| ListedTask {
             task_id: item.task_id.into_owned(),
-            status: ListedStatus::of(&item.status),
+            status: listed_status(&item.status),
             gmt_create: number(item.gmt_create.as_ref()),
         })
         .collect();
@@ -366,7 +408,7 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
 }
 
 /// Cancels a PENDING task.
-pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
+async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}/cancel");
     answer(upstream, call(upstream, awc::http::Method::POST, &path).send().await).await
 }
@@ -374,10 +416,10 @@ pub async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result
 /// An upstream's answer that is not an error, as it came: read into the typed view a caller needs (a
 /// `Value` only where the whole answer is passed on), so the busy paths build no `Value` tree.
 #[derive(Debug)]
-pub struct Answer(bytes::Bytes);
+struct Answer(bytes::Bytes);
 
 impl Answer {
-    pub fn read<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, UpstreamError> {
+    fn read<'a, T: serde::Deserialize<'a>>(&'a self) -> Result<T, UpstreamError> {
         serde_json::from_slice(&self.0).map_err(|e| UpstreamError::Malformed(e.to_string()))
     }
 }
@@ -461,7 +503,7 @@ fn error_of(status: u16, body: &[u8]) -> UpstreamError {
 fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
     let code = verdict.code.map_or_else(|| "UnknownError".into(), Cow::into_owned);
     let message = verdict.message.map(Cow::into_owned).unwrap_or_default();
-    UpstreamError::Answered { status, code, message }
+    super::errors::answered(status, code, message)
 }
 
 #[cfg(test)]

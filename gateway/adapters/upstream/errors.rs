@@ -1,180 +1,68 @@
-//! Upstream failures and their mapping onto the gateway's error catalogue (upstream-protocol.md section 6).
-//!
-//! Upstream codes are matched by family, never passed through: a client sees the gateway's code and a
-//! message written here, and neither upstream hosts, keys nor raw bodies.
+//! The family's error codes (upstream-protocol.md section 6) classified: what kind of refusal each is, for
+//! the port's [`UpstreamError`]. Codes are matched by family and never passed through as the client's code.
 
-use crate::domain::errors::{Code, ErrorCode};
-use std::borrow::Cow;
+use crate::ports::upstream::{Refusal, UpstreamError};
 
-/// What went wrong talking to the upstream.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
-    /// The upstream answered with an error body.
-    #[error("upstream answered {status} {code}")]
-    Answered { status: u16, code: String, message: String },
-    /// No answer in time.
-    #[error("upstream timed out")]
-    Timeout,
-    /// Could not connect or the connection broke before an answer.
-    #[error("upstream unreachable: {0}")]
-    Transport(String),
-    /// The TLS handshake failed (an unknown issuer, an expired certificate, a name mismatch, ...): the
-    /// reason, which names no host.
-    #[error("upstream TLS handshake failed: {0}")]
-    Tls(String),
-    /// An answer that is not the protocol's shape.
-    #[error("upstream answered something unreadable: {0}")]
-    Malformed(String),
-    /// No base URL or key is configured for the region.
-    #[error("no upstream configured for region {0}")]
-    NotConfigured(String),
+/// An error answer of the family: its status, code and message, classified.
+pub fn answered(status: u16, code: String, message: String) -> UpstreamError {
+    let refusal = refusal_of(&code);
+    UpstreamError::Answered { status, code, message, refusal }
 }
 
-impl UpstreamError {
-    /// Worth trying again later: rate limits, server errors, transport failures.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            UpstreamError::Answered { status, code, .. } => {
-                matches!(status, 429 | 500 | 502 | 503 | 504) && !is_quota(code)
-            }
-            UpstreamError::Timeout | UpstreamError::Transport(_) => true,
-            // Retrying at once cannot mend a certificate.
-            UpstreamError::Tls(_) | UpstreamError::Malformed(_) | UpstreamError::NotConfigured(_) => false,
-        }
-    }
-
-    /// What a task that failed on this error records beside its code: the upstream's own message, or a
-    /// plain phrase (never a host or a key). [`UpstreamError::recorded`] reads the two back.
-    pub fn detail(&self) -> String {
-        match self {
-            UpstreamError::Answered { message, .. } => message.clone(),
-            UpstreamError::Timeout => "the upstream did not answer in time".into(),
-            UpstreamError::Transport(_) => "the upstream is unreachable".into(),
-            UpstreamError::Tls(reason) => reason.clone(),
-            UpstreamError::Malformed(_) => "the upstream answered something unreadable".into(),
-            UpstreamError::NotConfigured(region) => format!("no upstream is configured for region {region}"),
-        }
-    }
-
-    /// The error a task recorded (its `code` and `detail`, for a model of `region`), as the client first got it.
-    pub fn recorded(code: &str, detail: &str, region: &str) -> UpstreamError {
-        match code {
-            "UpstreamTimeout" => UpstreamError::Timeout,
-            "UpstreamUnreachable" => UpstreamError::Transport(detail.into()),
-            "UpstreamTlsFailed" => UpstreamError::Tls(detail.into()),
-            "UpstreamMalformed" => UpstreamError::Malformed(detail.into()),
-            "UpstreamNotConfigured" => UpstreamError::NotConfigured(region.into()),
-            code => UpstreamError::Answered { status: 0, code: code.into(), message: detail.into() },
-        }
-    }
-
-    /// The upstream's code, or a gateway code for failures without one.
-    pub fn code(&self) -> String {
-        match self {
-            UpstreamError::Answered { code, .. } => code.clone(),
-            UpstreamError::Timeout => "UpstreamTimeout".into(),
-            UpstreamError::Transport(_) => "UpstreamUnreachable".into(),
-            UpstreamError::Tls(_) => "UpstreamTlsFailed".into(),
-            UpstreamError::Malformed(_) => "UpstreamMalformed".into(),
-            UpstreamError::NotConfigured(_) => "UpstreamNotConfigured".into(),
-        }
-    }
+/// The error a task recorded, as it was first answered.
+pub fn recorded(code: &str, detail: &str, region: &str) -> UpstreamError {
+    UpstreamError::of_gateway(code, detail, region).unwrap_or_else(|| answered(0, code.into(), detail.into()))
 }
 
-fn is_quota(code: &str) -> bool {
-    code == "AllocationQuota.FreeTierOnly" || code == "Throttling.AllocationQuota"
-}
-
-/// How the gateway words an upstream failure: its code, the client's message and when to retry.
-struct Described {
-    code: Code,
-    message: Cow<'static, str>,
-    retry_after: Option<u64>,
-}
-
-impl Described {
-    fn new(code: Code, message: impl Into<Cow<'static, str>>) -> Described {
-        Described { code, message: message.into(), retry_after: None }
-    }
-
-    fn retry_after(mut self, seconds: u64) -> Described {
-        self.retry_after = Some(seconds);
-        self
-    }
-}
-
-impl UpstreamError {
-    fn described(&self) -> Described {
-        match self {
-            UpstreamError::Answered { code, message, .. } => map_code(code, message),
-            UpstreamError::Timeout => {
-                Described::new(Code::upstream_timeout, "The upstream did not answer in time; retry later.")
-            }
-            UpstreamError::Transport(_) => {
-                Described::new(Code::upstream_unavailable, "The upstream is unreachable; retry later.").retry_after(5)
-            }
-            UpstreamError::Tls(_) => Described::new(
-                Code::upstream_unavailable,
-                "The upstream could not be reached securely (its certificate was refused); retry later.",
-            )
-            .retry_after(60),
-            UpstreamError::Malformed(_) => {
-                Described::new(Code::upstream_error, "The upstream answered something unreadable.")
-            }
-            UpstreamError::NotConfigured(region) => Described::new(
-                Code::upstream_unavailable,
-                format!(
-                    "No upstream is configured for region `{region}`, which serves this model; the operator sets \
-                     `upstreams.{region}` (base_url, api_key_env) in the gateway's config."
-                ),
-            )
-            .retry_after(60),
-        }
-    }
-}
-
-impl ErrorCode for UpstreamError {
-    fn error_code(&self) -> Code {
-        self.described().code
-    }
-
-    fn message(&self) -> Cow<'_, str> {
-        self.described().message
-    }
-
-    fn retry_after(&self) -> Option<u64> {
-        self.described().retry_after
-    }
-}
-
-/// An upstream error code in the gateway's words. Only parameter complaints keep the upstream's text,
-/// because that text names the offending parameter and nothing about the upstream itself.
-fn map_code(code: &str, message: &str) -> Described {
+/// What kind of refusal a code of the family is.
+fn refusal_of(code: &str) -> Refusal {
     let family = |prefix: &str| code == prefix || code.starts_with(&format!("{prefix}."));
     if code == "DataInspectionFailed" || code.ends_with(".DataInspection") {
-        Described::new(Code::upstream_content_blocked, "The upstream's content inspection refused the input or output.")
+        Refusal::ContentBlocked
     } else if family("InvalidParameter")
         || family("BadRequest")
         || code == "InvalidURL"
         || code == "InvalidImageResolution"
     {
-        Described::new(
-            Code::upstream_rejected,
-            format!("The upstream rejected the request ({code}): {}", clip(message)),
-        )
-    } else if is_quota(code) {
-        Described::new(Code::upstream_quota_exhausted, "The upstream's free-trial quota for this model is used up.")
+        Refusal::Rejected
+    } else if code == "AllocationQuota.FreeTierOnly" || code == "Throttling.AllocationQuota" {
+        Refusal::QuotaExhausted
     } else if family("Throttling") {
-        Described::new(Code::upstream_rate_limited, "The upstream is rate limiting; retry shortly.").retry_after(2)
+        Refusal::RateLimited
     } else if code == "ModelUnavailable" || code == "Arrearage" {
-        Described::new(Code::upstream_unavailable, "The model is unavailable upstream; retry later.").retry_after(30)
+        Refusal::Unavailable
+    } else if code == "UnsupportedOperation" {
+        Refusal::NotCancellable
     } else {
         // InvalidApiKey, AccessDenied, Model.AccessDenied, InternalError.*: the gateway's problem, not the client's.
-        Described::new(Code::upstream_error, format!("The upstream failed the request ({code})."))
+        Refusal::Failed
     }
 }
 
-fn clip(message: &str) -> String {
-    let cleaned: String = message.chars().filter(|c| !c.is_control()).take(200).collect();
-    if cleaned.contains("://") { "see the parameter rules of this model".into() } else { cleaned }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::errors::{Code, ErrorCode};
+
+    /// Each family of codes, with the client's code it becomes and whether a retry may mend it.
+    #[test]
+    fn codes_are_classified_by_family() {
+        let cases = [
+            (400, "InvalidParameter.FileDownload", Code::upstream_rejected, false),
+            (400, "DataInspectionFailed", Code::upstream_content_blocked, false),
+            (400, "InvalidParameter.DataInspection", Code::upstream_content_blocked, false),
+            (403, "AllocationQuota.FreeTierOnly", Code::upstream_quota_exhausted, false),
+            (429, "Throttling.AllocationQuota", Code::upstream_quota_exhausted, false),
+            (429, "Throttling.RateQuota", Code::upstream_rate_limited, true),
+            (503, "ModelUnavailable", Code::upstream_unavailable, true),
+            (500, "InternalError.Algo", Code::upstream_error, true),
+            (401, "InvalidApiKey", Code::upstream_error, false),
+        ];
+        for (status, code, expected, transient) in cases {
+            let error = answered(status, code.into(), "message".into());
+            assert_eq!((error.error_code(), error.is_transient()), (expected, transient), "{code}");
+        }
+        assert_eq!(recorded("UpstreamTimeout", "", "cn-beijing").code(), "UpstreamTimeout");
+        assert_eq!(recorded("DataInspectionFailed", "no", "cn-beijing").error_code(), Code::upstream_content_blocked);
+    }
 }

@@ -1,10 +1,12 @@
-//! The upstream family of `spec/upstream.yaml`: its HTTP client (create, query, list, cancel), how each
-//! region is reached, and its error codes mapped onto the gateway's.
+//! The upstream family of `spec/upstream.yaml`, implementing the upstream port: its HTTP client (create,
+//! query, list, cancel, a result file's download), how each region is reached, its answers read into the
+//! port's types (`answers`), and its error codes classified (`errors`). A second vendor is a module like
+//! this one.
 
+mod answers;
 pub mod client;
 pub mod connect;
-pub mod errors;
+mod errors;
 
 pub use client::{Reach, RegionUpstream, Upstreams};
 pub use connect::ProxyChoice;
-pub use errors::UpstreamError;

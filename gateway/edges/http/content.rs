@@ -8,8 +8,9 @@ use crate::domain::copies::MirroredFile;
 use crate::domain::errors::Code;
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::web::error::ApiError;
+use crate::ports::files::FileError;
 use crate::services::auth::Caller;
-use crate::services::copies::default_content_type;
+use crate::services::copies;
 use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use actix_web::body::SizedStream;
@@ -17,12 +18,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, ByteRangeSpec, Header, Range};
 use actix_web::{HttpRequest, HttpResponse, web};
 use futures_util::TryStreamExt;
-use object_store::GetRange;
 use serde::Deserialize;
-use std::time::Duration;
-
-/// Longest a download streamed from the upstream may take.
-const STREAM_WITHIN: Duration = Duration::from_secs(30 * 60);
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     super::mount(
@@ -137,14 +133,10 @@ async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFil
     }
     let range = requested_range(request, file.size)?;
     let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
-    let object = files.get(&file.key, range.map(|(first, last)| GetRange::Bounded(first..last + 1))).await.map_err(
-        |e| match e {
-            object_store::Error::NotFound { .. } => {
-                ApiError::new(Code::result_expired, "The result's copy is no longer stored.")
-            }
-            e => unreadable(e),
-        },
-    )?;
+    let object = files.get(&file.key, range).await.map_err(|e| match e {
+        FileError::NotFound => ApiError::new(Code::result_expired, "The result's copy is no longer stored."),
+        FileError::Unavailable(detail) => unreadable(detail),
+    })?;
     let length = range.map_or(file.size, |(first, last)| last - first + 1);
     let mut response = HttpResponse::build(status);
     response
@@ -154,7 +146,7 @@ async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFil
     if let Some((first, last)) = range {
         response.insert_header((header::CONTENT_RANGE, format!("bytes {first}-{last}/{}", file.size)));
     }
-    Ok(inert(&mut response).body(SizedStream::new(length, object.into_stream())))
+    Ok(inert(&mut response).body(SizedStream::new(length, object.map_err(std::io::Error::other))))
 }
 
 /// A storage failure other than a missing object: logged whole, answered without the storage's details
@@ -198,14 +190,10 @@ async fn from_upstream(
     kind: &str,
 ) -> Result<HttpResponse, ApiError> {
     let unavailable = |message: String| ApiError::new(Code::upstream_unavailable, message);
-    let upstream = crate::services::copies::upstream_of(state, task).map_err(unavailable)?;
-    let mut fetch = upstream.fetch(url).timeout(STREAM_WITHIN);
-    if let Some(range) = request.headers().get(header::RANGE) {
-        fetch = fetch.insert_header((header::RANGE, range.clone()));
-    }
-    let answer = fetch.send().await.map_err(|e| unavailable(format!("The upstream did not serve the result: {e}")))?;
-    let status = answer.status();
-    match status.as_u16() {
+    let range = request.headers().get(header::RANGE).and_then(|range| range.to_str().ok());
+    let answer = copies::fetch(state, task, url, range).await.map_err(unavailable)?;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    match answer.status {
         200 | 206 => {}
         416 => return Err(ApiError::new(Code::range_not_satisfiable, "The range asked for is outside the file.")),
         403 | 404 | 410 => {
@@ -217,21 +205,15 @@ async fn from_upstream(
         }
     }
     let mut response = HttpResponse::build(status);
-    for name in [header::CONTENT_RANGE, header::ETAG, header::ACCEPT_RANGES, header::LAST_MODIFIED] {
-        if let Some(value) = answer.headers().get(&name) {
-            response.insert_header((name, value.clone()));
-        }
+    for (name, value) in &answer.passed_on {
+        response.insert_header((*name, value.as_str()));
     }
-    let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
-    match content_type {
-        Some(value) => response.insert_header((header::CONTENT_TYPE, value)),
-        None => response.insert_header((header::CONTENT_TYPE, default_content_type(kind))),
-    };
-    let length = answer.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let content_type = answer.content_type.as_deref().unwrap_or_else(|| copies::default_content_type(kind));
+    response.insert_header((header::CONTENT_TYPE, content_type));
     // Past the head, a failure can only cut the body short.
-    let body = answer.map_err(|e| std::io::Error::other(e.to_string()));
+    let body = answer.body.map_err(std::io::Error::other);
     inert(&mut response);
-    Ok(match length {
+    Ok(match answer.content_length {
         Some(length) => response.body(SizedStream::new(length, body)),
         None => response.streaming(body),
     })

@@ -10,12 +10,12 @@
 
 pub mod links;
 
-use crate::adapters::files::Files;
-use crate::adapters::upstream::client::RegionUpstream;
 use crate::domain::catalog::ModelSpec;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::copies::{Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
+use crate::ports::files::ResultFiles;
+use crate::ports::upstream::Fetched;
 use crate::services::gateway::Gateway;
 use links::Links;
 use std::cell::RefCell;
@@ -33,15 +33,13 @@ const COPIES_AT_ONCE: usize = 16;
 const LEASE_MS: i64 = 30_000;
 /// How often the leases of the copies under way are renewed.
 const RENEW_EVERY: Duration = Duration::from_secs(10);
-/// Longest a file's download may take.
-const DOWNLOAD_WITHIN: Duration = Duration::from_secs(10 * 60);
 /// How often expired copies are deleted.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 /// What keeps and serves result copies: the storage (read even with mirroring off, for the copies made
 /// before), whether new copies are made, and the link signer.
 pub struct Copies {
-    pub files: Files,
+    pub files: Arc<dyn ResultFiles>,
     copies: bool,
     pub links: Arc<Links>,
     retention_ms: i64,
@@ -50,7 +48,7 @@ pub struct Copies {
 impl Copies {
     /// Copies into `files` (made only if `copies` is on), their links signed by `links` and kept
     /// `retention_days`.
-    pub fn new(files: Files, links: Links, copies: bool, retention_days: u64) -> Copies {
+    pub fn new(files: Arc<dyn ResultFiles>, links: Links, copies: bool, retention_days: u64) -> Copies {
         let retention_ms = i64::try_from(retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
         Copies { files, copies, links: Arc::new(links), retention_ms }
     }
@@ -184,30 +182,24 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
 
 async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
     let files = &state.copies.files;
-    let upstream = upstream_of(state, task)?;
     let mut copied = Vec::with_capacity(mirror.sources.len());
     for (index, source) in mirror.sources.iter().enumerate() {
-        let response = upstream.fetch(&source.url).timeout(DOWNLOAD_WITHIN).send().await;
-        let response = response.map_err(|e| format!("result {index}: no answer from the upstream: {e}"))?;
-        if !response.status().is_success() {
-            return Err(format!("result {index}: the upstream answered {}", response.status().as_u16()));
+        let fetched = fetch(state, task, &source.url, None).await?;
+        if !(200..300).contains(&fetched.status) {
+            return Err(format!("result {index}: the upstream answered {}", fetched.status));
         }
-        let content_type = response
-            .headers()
-            .get(actix_web::http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| default_content_type(&source.kind).to_string(), str::to_string);
+        let content_type = fetched.content_type.unwrap_or_else(|| default_content_type(&source.kind).to_string());
         let path = files.path(&task.task_id, index, mirror.expires_ms);
-        let stored = files.put(&path, &content_type, response).await.map_err(|e| format!("result {index}: {e}"))?;
+        let stored = files.put(&path, &content_type, fetched.body).await.map_err(|e| format!("result {index}: {e}"))?;
         copied.push(MirroredFile { key: path, size: stored.size, content_type, sha256: stored.sha256 });
     }
     Ok(copied)
 }
 
-/// The upstream that serves `task`'s result files: its model's region's.
-pub fn upstream_of<'a>(state: &'a Gateway, task: &TaskRecord) -> Result<&'a RegionUpstream, String> {
+/// One of `task`'s result files as the upstream of its model's region serves it (its `range`, if asked).
+pub async fn fetch(state: &Gateway, task: &TaskRecord, url: &str, range: Option<&str>) -> Result<Fetched, String> {
     let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("The task's model is no longer served.")?;
-    state.upstreams.region(region).map_err(|e| e.to_string())
+    state.upstream.fetch(region, url, range).await.map_err(|e| format!("no answer from the upstream: {e}"))
 }
 
 /// The content type of a result whose upstream named none, by its kind.

@@ -4,14 +4,10 @@
 pub mod answers;
 mod keys;
 pub mod poller;
-pub mod results;
 mod sweep;
 mod tracker;
 
 use crate::adapters::store::embedded::Earmark;
-use crate::adapters::upstream::UpstreamError;
-use crate::adapters::upstream::client;
-use crate::adapters::upstream::client::Answer;
 use crate::domain::admission::Admitted;
 use crate::domain::catalog::TaskMode;
 use crate::domain::clock::{local_time, now_ms};
@@ -19,6 +15,7 @@ use crate::domain::copies::MirrorState;
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoredTask, TaskRef};
+use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::errors::ServiceError;
 use crate::services::gateway::Gateway;
 use serde_json::{Value, json};
@@ -86,10 +83,8 @@ pub async fn forward_async(
     let answer = create_with_retry(state, admitted).await;
     let task_id = task.record.task_id.clone();
     match answer {
-        Ok(answer) => {
-            let reported = answer.read::<results::Reported>().ok();
-            let upstream_id = reported.and_then(|r| r.output.task_id).map(String::from);
-            let Some(upstream_id) = upstream_id else {
+        Ok(created) => {
+            let Some(upstream_id) = created.task_id else {
                 fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
@@ -121,11 +116,11 @@ pub async fn forward_async(
 }
 
 /// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
-async fn create_with_retry(state: &Gateway, admitted: &Admitted) -> Result<Answer, UpstreamError> {
+async fn create_with_retry(state: &Gateway, admitted: &Admitted) -> Result<Created, UpstreamError> {
     let mut delay = std::time::Duration::from_millis(100);
     for attempt in 0.. {
         crate::support::metrics::upstream_call("create");
-        let answer = client::create(&state.upstreams, admitted.model, &admitted.envelope).await;
+        let answer = state.upstream.create(admitted.model, &admitted.envelope).await;
         if answer.is_err() {
             crate::support::metrics::upstream_error("create");
         }
@@ -341,10 +336,9 @@ pub async fn cancel(state: &Gateway, account: &str, task_id: &str) -> Result<Tas
     if let Some(upstream_id) = &task.upstream_task_id {
         let model =
             crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| Problem::internal("unknown model"))?;
-        let upstream = state.upstreams.region(model.region)?;
-        match client::cancel(upstream, upstream_id).await {
-            Ok(_) => {}
-            Err(UpstreamError::Answered { code, .. }) if code == "UnsupportedOperation" => {
+        match state.upstream.cancel(model.region, upstream_id).await {
+            Ok(()) => {}
+            Err(UpstreamError::Answered { refusal: Refusal::NotCancellable, .. }) => {
                 return Err(not_cancellable(TaskStatus::Running).into());
             }
             Err(e) => return Err(e.into()),

@@ -12,17 +12,14 @@
 //! refilled from the store's in-flight index, so a restart resumes every task.
 
 use super::keys::KeyRing;
-use super::results::{Observed, observe, status_of};
 use super::sweep::{self, Due, Plan};
 use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker, UpstreamCreated};
 use super::{OpenTask, fail, finish};
-use crate::adapters::upstream::UpstreamError;
-use crate::adapters::upstream::client;
-use crate::adapters::upstream::client::{ListRequest, ListedStatus, ListedTask};
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::clock::now_ms;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoreError, TaskRef};
+use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, Observed, UpstreamError};
 use crate::services::gateway::Gateway;
 use crate::services::settings::PollerConfig;
 use std::cell::Cell;
@@ -309,16 +306,12 @@ struct Sweeper {
 impl Sweeper {
     fn new(state: Arc<Gateway>, reports: mpsc::UnboundedSender<Report>) -> Sweeper {
         let lanes = state
-            .upstreams
+            .upstream
             .regions()
-            .map(|(region, upstream)| Lane {
-                region: region.clone(),
-                keys: Rc::new(KeyRing::new(
-                    region,
-                    upstream.key_count(),
-                    &state.settings.poller,
-                    state.store.poll_share(),
-                )),
+            .into_iter()
+            .map(|(region, keys)| Lane {
+                region: region.to_string(),
+                keys: Rc::new(KeyRing::new(region, keys, &state.settings.poller, state.store.poll_share())),
                 fetches: VecDeque::new(),
                 windows: VecDeque::new(),
                 directs: VecDeque::new(),
@@ -326,7 +319,7 @@ impl Sweeper {
                 busy: Rc::new(Cell::new(0)),
             })
             .collect();
-        let longest_timeout = state.upstreams.regions().map(|(_, upstream)| upstream.timeout).max().unwrap_or_default();
+        let longest_timeout = state.upstream.longest_timeout();
         let overdue_ms =
             JOB_OVERDUE_MS.max(i64::try_from(longest_timeout.as_millis()).unwrap_or(i64::MAX).saturating_mul(2));
         Sweeper {
@@ -784,25 +777,16 @@ async fn query_task(
     reports: mpsc::UnboundedSender<Report>,
     permit: Permit,
 ) {
-    let answer = match state.upstreams.region(check.region) {
-        Ok(upstream) => {
-            let key = keys.acquire().await;
-            crate::support::metrics::upstream_call("query");
-            client::query(upstream, key, &check.upstream_id).await
-        }
-        Err(e) => Err(e),
-    };
+    let key = keys.acquire().await;
+    crate::support::metrics::upstream_call("query");
+    let observed = state.upstream.query(check.region, key, &check.upstream_id, check.media).await;
     // The query slot is free again while the outcome is written.
     drop(permit);
-    let outcome = match answer {
-        Ok(answer) => match answer.read() {
-            Ok(reported) => {
-                let observed = observe(reported, check.media);
-                failpoint_before_settle(&observed);
-                settle(&state, &check.task, observed).await
-            }
-            Err(e) => query_failed(&check, &e),
-        },
+    let outcome = match observed {
+        Ok(observed) => {
+            failpoint_before_settle(&observed);
+            settle(&state, &check.task, observed).await
+        }
         Err(e) => query_failed(&check, &e),
     };
     // Past its deadline, a task the upstream still runs times out. One the upstream could not be asked
@@ -833,7 +817,7 @@ fn query_failed(check: &Check, e: &UpstreamError) -> Outcome {
 
 /// Records a terminal observation (compare-and-swap and settlement in `finish`).
 async fn settle(state: &Gateway, task_id: &str, observed: Observed) -> Outcome {
-    let status = status_of(&observed);
+    let status = observed.status();
     let finished = match observed {
         Observed::Pending => return Outcome::Live { running: false },
         Observed::Running => return Outcome::Live { running: true },
@@ -891,14 +875,10 @@ async fn list_window(
     _permit: Permit,
 ) {
     let ticket = window.ticket;
-    let Ok(upstream) = state.upstreams.region(&window.region) else {
-        let _ = reports.send(Report::Listing { ticket, failed: true });
-        return;
-    };
     loop {
         let key = keys.acquire().await;
         crate::support::metrics::upstream_call("list");
-        let page = match client::list(upstream, key, &window.request).await {
+        let page = match state.upstream.list(&window.region, key, &window.request).await {
             Ok(page) => page,
             Err(e) => {
                 crate::support::metrics::upstream_error("list");

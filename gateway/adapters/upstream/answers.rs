@@ -1,12 +1,15 @@
-//! Reading an upstream task answer: its status, its result files, its usage, its failure.
+//! Reading the family's task answers: a task's status, its result files, its usage, its failure, into the
+//! port's [`Observed`].
 //!
 //! The upstream's success payloads differ per family (upstream-protocol.md section 5); result URLs are
 //! collected from every place a family puts them, so no model is named here. An answer is read straight
 //! from its bytes into [`Reported`] (strings borrowed, unknown fields skipped), not into a `Value` tree.
 
 use crate::domain::catalog::Media;
-use crate::domain::tasks::{TaskError, TaskResult, TaskStatus};
+use crate::domain::clock::{local_time, now_ms};
+use crate::domain::tasks::{TaskError, TaskResult};
 use crate::domain::usage::Usage;
+use crate::ports::upstream::Observed;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -80,16 +83,6 @@ struct Content<'a> {
     image_url: Option<Cow<'a, str>>,
 }
 
-/// What one upstream answer says about a task.
-#[derive(Debug)]
-pub enum Observed {
-    Pending,
-    Running,
-    Succeeded { results: Vec<TaskResult>, usage: Option<Usage> },
-    Failed(TaskError),
-    Cancelled,
-}
-
 /// Result files stay downloadable this long after success.
 pub const RESULT_TTL_HOURS: i64 = 24;
 
@@ -120,20 +113,9 @@ pub fn results(output: &Output<'_>, media: Media) -> Vec<TaskResult> {
     let contents = output.choices.iter().flatten().flat_map(|choice| choice.message.content.iter().flatten());
     let in_content = contents.map(|item| if item.image.is_some() { &item.image } else { &item.image_url });
     let urls = singles.into_iter().chain(listed).chain(rendered).chain(in_content).flatten();
-    let expires_at = super::local_time(super::now_ms() + RESULT_TTL_HOURS * 3_600_000);
+    let expires_at = local_time(now_ms() + RESULT_TTL_HOURS * 3_600_000);
     urls.map(|url| TaskResult { url: url.to_string(), kind: media.as_str().into(), expires_at: expires_at.clone() })
         .collect()
-}
-
-/// The gateway state an observation moves a task to.
-pub fn status_of(observed: &Observed) -> TaskStatus {
-    match observed {
-        Observed::Pending => TaskStatus::Queued,
-        Observed::Running => TaskStatus::Running,
-        Observed::Succeeded { .. } => TaskStatus::Success,
-        Observed::Failed(_) => TaskStatus::Failed,
-        Observed::Cancelled => TaskStatus::Cancelled,
-    }
 }
 
 #[cfg(test)]
