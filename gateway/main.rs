@@ -220,7 +220,8 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(args) => {
             let mut config = load_config(&args)?;
-            let upstreams = mediagate::adapters::upstream::Upstreams::from_config(&config)?;
+            let upstreams =
+                mediagate::adapters::upstream::Upstreams::from_config(&config.upstreams, &config.model_regions)?;
             for (region, models) in upstreams.unserved() {
                 tracing::warn!(
                     region,

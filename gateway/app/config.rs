@@ -2,6 +2,7 @@
 //! without a file. Upstream keys are read from environment variables the config names, never from files.
 
 use crate::adapters::files::S3Config;
+use crate::adapters::upstream::UpstreamConfig;
 use crate::services::settings::{BillingConfig, LimitsConfig, PollerConfig, WebhooksConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -119,30 +120,6 @@ impl StoreConfig {
 pub struct ListenerTls {
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamConfig {
-    /// e.g. `https://upstream-cn.example` (the gateway appends the API root of spec/upstream.yaml).
-    pub base_url: String,
-    /// Environment variable with the region's API key; several keys may be given separated by commas.
-    pub api_key_env: String,
-    /// Seconds before an upstream call is abandoned.
-    #[serde(default = "default_upstream_timeout")]
-    pub timeout_seconds: u64,
-    /// A PEM file of CA certificates trusted for this upstream, besides the system's roots (which
-    /// `SSL_CERT_FILE` and `SSL_CERT_DIR` set, as for OpenSSL).
-    #[serde(default)]
-    pub ca_file: Option<PathBuf>,
-    /// An `http://[user:password@]host:port` proxy that tunnels every call (`CONNECT`); without it,
-    /// `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` apply unless `NO_PROXY` names the upstream's host.
-    #[serde(default)]
-    pub proxy: Option<String>,
-}
-
-fn default_upstream_timeout() -> u64 {
-    30
 }
 
 impl Default for Config {

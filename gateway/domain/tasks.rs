@@ -1,7 +1,7 @@
 //! Tasks (with their idempotency records), accounts and their keys, as every backend stores them: plain
 //! data and the rules that change it; what a backend does with them is the storage port's business.
 
-use crate::domain::billing::books::Posting;
+use crate::domain::results::{Mirror, MirrorState, TaskResult};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -41,15 +41,6 @@ impl TaskStatus {
         TaskStatus::Timeout,
         TaskStatus::Cancelled,
     ];
-}
-
-/// One result file of a finished task.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TaskResult {
-    pub url: String,
-    #[serde(rename = "type")]
-    pub kind: Cow<'static, str>,
-    pub expires_at: String,
 }
 
 /// Why a task failed.
@@ -116,7 +107,7 @@ pub struct TaskRecord {
     pub callback_url: Option<String>,
     /// The copies of its results in the gateway's storage, once it succeeded with mirroring on.
     #[serde(default)]
-    pub mirror: Option<crate::domain::copies::Mirror>,
+    pub mirror: Option<Mirror>,
     /// When the poller recorded it running (epoch ms), if it saw it so: a task's page shows its timeline.
     #[serde(default)]
     pub running_ms: Option<i64>,
@@ -125,7 +116,7 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// Settles the task, which has just ended, by billing's rules ([`crate::domain::billing::settle`]): writes the
     /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
-    pub fn settle(&mut self) -> Option<Vec<Posting>> {
+    pub fn settle(&mut self) -> Option<crate::domain::billing::Settled> {
         let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
         let ending = crate::domain::billing::Ending {
             task_id,
@@ -138,6 +129,12 @@ impl TaskRecord {
     }
 
     /// When the task ended (what its usage line and its settlement's entries are dated by).
+    /// Whether the write ending this task queues the copy of its results (every backend does it in that
+    /// same write, so a crash never loses the copy).
+    pub fn copy_queued(&self) -> bool {
+        self.status.is_terminal() && self.mirror.as_ref().is_some_and(|m| m.state == MirrorState::Pending)
+    }
+
     pub fn ended_ms(&self) -> i64 {
         self.finished_ms.unwrap_or(self.updated_ms)
     }

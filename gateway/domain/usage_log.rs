@@ -112,7 +112,7 @@ mod tests {
         }))
         .unwrap();
         assert!(UsageRecord::of(&task).is_none(), "not settled yet");
-        let postings = task.settle().unwrap();
+        let postings = task.settle().unwrap().postings;
         let mut line: Value = serde_json::to_value(UsageRecord::of(&task).unwrap()).unwrap();
         let fields = line.as_object_mut().unwrap();
         assert!(fields.shift_remove("at").unwrap().is_string());

@@ -7,11 +7,12 @@
 use crate::adapters::store::embedded::Earmark;
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
-use crate::domain::copies::Mirror;
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::listing::TaskQuery;
-use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskResult, TaskStatus};
+use crate::domain::results::Mirror;
+use crate::domain::results::TaskResult;
+use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
 use crate::domain::usage_log::UsageFilter;
 use std::borrow::Cow;
 use std::sync::Arc;

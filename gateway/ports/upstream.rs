@@ -5,7 +5,8 @@
 
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::errors::{Code, ErrorCode};
-use crate::domain::tasks::{TaskError, TaskResult, TaskStatus};
+use crate::domain::results::TaskResult;
+use crate::domain::tasks::{TaskError, TaskStatus};
 use crate::domain::usage::Usage;
 use bytes::Bytes;
 use std::borrow::Cow;

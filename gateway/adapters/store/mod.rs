@@ -26,6 +26,14 @@ pub fn kept_link_secret(data_dir: &std::path::Path) -> Result<Option<Vec<u8>>, S
     }
 }
 
+/// Counts and logs a settlement that priced a task as quoted because the upstream's usage made no sense.
+fn unusable_usage_noted(task: &crate::domain::tasks::TaskRecord, settled: &crate::domain::billing::Settled) {
+    if settled.usage_unusable {
+        crate::support::metrics::usage_unusable();
+        tracing::warn!(task_id = task.task_id, "the upstream's usage makes no sense; priced as quoted");
+    }
+}
+
 /// A stored value's bytes: MessagePack, a struct as the array of its fields in declaration order. Strings are
 /// copied rather than scanned for escapes and no field names are written: a settled task record is 352 bytes
 /// (805 as JSON, 633 as a map keyed by field name). So a stored struct only ever gains fields at its end, each

@@ -7,7 +7,8 @@
 
 use crate::domain::catalog::Media;
 use crate::domain::clock::{local_time, now_ms};
-use crate::domain::tasks::{TaskError, TaskResult};
+use crate::domain::results::TaskResult;
+use crate::domain::tasks::TaskError;
 use crate::domain::usage::Usage;
 use crate::ports::upstream::Observed;
 use serde::Deserialize;

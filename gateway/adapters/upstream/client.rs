@@ -3,7 +3,6 @@
 
 use super::answers;
 use super::connect::{ProxyChoice, Transport};
-use crate::app::config::Config;
 use crate::domain::catalog::{Media, ModelSpec, TaskMode};
 use crate::domain::usage::Usage;
 use crate::ports::upstream::{Created, Fetched, Observed, Upstream};
@@ -13,12 +12,39 @@ use awc::http::header::{
     ACCEPT_RANGES, AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, HeaderValue, LAST_MODIFIED,
 };
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// One region's upstream in the deployment's config: its address and the environment variable holding its
+/// key(s).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// e.g. `https://upstream-cn.example` (the gateway appends the API root of spec/upstream.yaml).
+    pub base_url: String,
+    /// Environment variable with the region's API key; several keys may be given separated by commas.
+    pub api_key_env: String,
+    /// Seconds before an upstream call is abandoned.
+    #[serde(default = "default_upstream_timeout")]
+    pub timeout_seconds: u64,
+    /// A PEM file of CA certificates trusted for this upstream, besides the system's roots (which
+    /// `SSL_CERT_FILE` and `SSL_CERT_DIR` set, as for OpenSSL).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// An `http://[user:password@]host:port` proxy that tunnels every call (`CONNECT`); without it,
+    /// `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` apply unless `NO_PROXY` names the upstream's host.
+    #[serde(default)]
+    pub proxy: Option<String>,
+}
+
+fn default_upstream_timeout() -> u64 {
+    30
+}
 
 /// One region's upstream.
 #[derive(Debug)]
@@ -109,11 +135,15 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Builds the regions of `config`, reading keys from the environment variables it names.
-    pub fn from_config(config: &Config) -> Result<Upstreams, String> {
+    /// Builds the regions `upstreams` configures, reading keys from the environment variables they name, and
+    /// checks that `model_regions` pins no model to another region than its own.
+    pub fn from_config(
+        upstreams: &BTreeMap<String, UpstreamConfig>,
+        model_regions: &BTreeMap<String, String>,
+    ) -> Result<Upstreams, String> {
         let mut regions = BTreeMap::new();
         let mut seen_urls: BTreeMap<&str, &str> = BTreeMap::new();
-        for (region, upstream) in &config.upstreams {
+        for (region, upstream) in upstreams {
             let Some(region) = crate::domain::catalog::REGIONS.iter().copied().find(|r| r == region) else {
                 return Err(format!(
                     "config: unknown upstream region `{region}`; the regions are {}",
@@ -149,7 +179,7 @@ impl Upstreams {
                 .map_err(|e| format!("config: upstream `{region}`: {e}"))?;
             regions.insert(region.to_string(), upstream);
         }
-        for (model, region) in &config.model_regions {
+        for (model, region) in model_regions {
             let Some(spec) = ModelSpec::find(model) else {
                 return Err(format!("config: model_regions names unknown model `{model}`"));
             };

@@ -8,5 +8,5 @@ pub mod client;
 pub mod connect;
 mod errors;
 
-pub use client::{Reach, RegionUpstream, Upstreams};
+pub use client::{Reach, RegionUpstream, UpstreamConfig, Upstreams};
 pub use connect::ProxyChoice;

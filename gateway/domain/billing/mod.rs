@@ -82,14 +82,23 @@ pub struct Ending<'a> {
     pub delivered: Option<Option<&'a Usage>>,
 }
 
+/// What settling a task decided: the ledger postings, and whether the upstream's usage made no sense (the
+/// task was then priced as quoted, which the caller counts and logs).
+#[derive(Debug, Default)]
+pub struct Settled {
+    pub postings: Vec<Posting>,
+    pub usage_unusable: bool,
+}
+
 /// Settles a task that has just reached a terminal state: returns the ledger postings, and writes the
 /// settlement onto its billing (which makes it a line of the usage log). Called inside the store
 /// transaction that makes the state terminal, so it happens exactly once; `None` if already settled.
-pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Vec<Posting>> {
+pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Settled> {
     if billing.settlement.is_some() {
         return None;
     }
     let held = billing.hold.iter().map(|(_, a)| *a).try_fold(0, checked_sum)?;
+    let mut usage_unusable = false;
     let (charged_total, list_price, units, outcome) = match ending.delivered {
         Some(usage) => {
             // The task carries what it needs to settle: a model since removed from the spec prices it as quoted.
@@ -99,10 +108,7 @@ pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Vec<Post
                     pricing::Delivered { amount: billing.quoted, units: billing.units.clone(), usage_unusable: false }
                 }
             };
-            if delivered.usage_unusable {
-                crate::support::metrics::usage_unusable();
-                tracing::warn!(task_id = ending.task_id, "the upstream's usage makes no sense; priced as quoted");
-            }
+            usage_unusable = delivered.usage_unusable;
             // Within [0, hold]: the hold is the most a request can cost (the client agreed to the quoted
             // price), and nothing an upstream says can make a task pay the account.
             (delivered.amount.clamp(0, held.max(0)), delivered.amount, delivered.units, "posted")
@@ -144,7 +150,7 @@ pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Vec<Post
         units,
         ledger_seq: None,
     });
-    Some(postings)
+    Some(Settled { postings, usage_unusable })
 }
 
 /// The note on a task's settlement entries: its terminal state and its model.

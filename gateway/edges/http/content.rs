@@ -4,11 +4,10 @@
 //! presigned URL on S3); one not mirrored (yet, or at all) streams from the upstream's URL.
 
 use crate::domain::clock::now_ms;
-use crate::domain::copies::MirroredFile;
 use crate::domain::errors::Code;
+use crate::domain::results::MirroredFile;
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::web::error::ApiError;
-use crate::ports::files::FileError;
 use crate::services::auth::Caller;
 use crate::services::copies;
 use crate::services::gateway::Gateway;
@@ -133,10 +132,7 @@ async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFil
     }
     let range = requested_range(request, file.size)?;
     let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };
-    let object = files.get(&file.key, range).await.map_err(|e| match e {
-        FileError::NotFound => ApiError::new(Code::result_expired, "The result's copy is no longer stored."),
-        FileError::Unavailable(detail) => unreadable(detail),
-    })?;
+    let object = copies::read(state, file, range).await?;
     let length = range.map_or(file.size, |(first, last)| last - first + 1);
     let mut response = HttpResponse::build(status);
     response

@@ -4,7 +4,8 @@
 
 use crate::domain::billing::equivalent;
 use crate::domain::catalog::{EndpointSpec, Media, ModelSpec, SyncResponse};
-use crate::domain::tasks::{TaskRecord, TaskResult};
+use crate::domain::results::TaskResult;
+use crate::domain::tasks::TaskRecord;
 use crate::domain::usage::Usage;
 use crate::edges::http::peer::PeerSocket;
 use crate::edges::web::error::ApiError;

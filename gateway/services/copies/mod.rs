@@ -12,9 +12,10 @@ pub mod links;
 
 use crate::domain::catalog::ModelSpec;
 use crate::domain::clock::{local_time, now_ms};
-use crate::domain::copies::{Mirror, MirrorState, MirroredFile};
+use crate::domain::errors::{Code, Problem};
+use crate::domain::results::{Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
-use crate::ports::files::ResultFiles;
+use crate::ports::files::{ByteStream, FileError, ResultFiles};
 use crate::ports::upstream::Fetched;
 use crate::services::gateway::Gateway;
 use links::Links;
@@ -200,6 +201,19 @@ async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result
 pub async fn fetch(state: &Gateway, task: &TaskRecord, url: &str, range: Option<&str>) -> Result<Fetched, String> {
     let region = ModelSpec::find(&task.model).map(|m| m.region).ok_or("The task's model is no longer served.")?;
     state.upstream.fetch(region, url, range).await.map_err(|e| format!("no answer from the upstream: {e}"))
+}
+
+/// A result's stored copy, or the bytes `first..=last` of it.
+pub async fn read(state: &Gateway, file: &MirroredFile, range: Option<(u64, u64)>) -> Result<ByteStream, Problem> {
+    state.copies.files.get(&file.key, range).await.map_err(|e| match e {
+        FileError::NotFound => Problem::new(Code::result_expired, "The result's copy is no longer stored."),
+        // Logged whole, answered without the storage's details (paths, buckets): a retry may succeed.
+        FileError::Unavailable(detail) => Problem {
+            detail: Some(format!("a result's copy cannot be read: {detail}")),
+            ..Problem::new(Code::storage_unavailable, "The result's copy cannot be read right now; retry later.")
+                .with_retry_after(5)
+        },
+    })
 }
 
 /// The content type of a result whose upstream named none, by its kind.

@@ -3,7 +3,7 @@
 //! instead of being read from the store, decoded and rendered on every read.
 
 use super::{equivalent_usage, view};
-use crate::domain::copies::MirrorState;
+use crate::domain::results::MirrorState;
 use crate::domain::tasks::TaskRecord;
 use bytes::Bytes;
 use quick_cache::Weighter;

@@ -3,12 +3,12 @@
 
 use super::tables::{PENDING_MIRRORS, TASKS};
 use super::{Commit, Store, StoreError, TaskRecord, Tx, decode, encode};
-use crate::domain::copies::Mirror;
-use crate::domain::tasks::TaskResult;
+use crate::domain::results::Mirror;
+use crate::domain::results::TaskResult;
 
 /// Queues the copy of `task`'s results, if its end asks for one, in the write that ends it.
 pub(super) fn enqueue(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
-    if Mirror::queued(task) {
+    if task.copy_queued() {
         tx.open_table(PENDING_MIRRORS)?.insert(task.task_id.as_str(), task.ended_ms())?;
     }
     Ok(())

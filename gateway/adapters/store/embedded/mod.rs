@@ -400,8 +400,8 @@ mod tests {
         // A field added later at the end (`#[serde(default)]`) is missing from older records: they still read.
         let mut task = settled_task();
         task.callback_url = Some("https://hooks.example/mediagate".into());
-        task.mirror = Some(crate::domain::copies::Mirror {
-            state: crate::domain::copies::MirrorState::Pending,
+        task.mirror = Some(crate::domain::results::Mirror {
+            state: crate::domain::results::MirrorState::Pending,
             sources: Vec::new(),
             expires_ms: 1,
             files: Vec::new(),

@@ -8,10 +8,10 @@ use super::{
 };
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
-use crate::domain::copies::Mirror;
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::listing::TaskQuery;
-use crate::domain::tasks::TaskResult;
+use crate::domain::results::Mirror;
+use crate::domain::results::TaskResult;
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{Forwarded, SettingsChange, Storage, TaskChange};
 use std::sync::Arc;

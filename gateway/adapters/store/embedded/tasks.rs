@@ -220,8 +220,9 @@ fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option
         Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
         _ => Keep::Rows,
     };
-    let Some(postings) = task.settle() else { return Ok(()) };
-    let first = ledger::append(tx, earmarks, postings, spending, keep)?;
+    let Some(settled) = task.settle() else { return Ok(()) };
+    super::super::unusable_usage_noted(task, &settled);
+    let first = ledger::append(tx, earmarks, settled.postings, spending, keep)?;
     if keep == Keep::OnSettlement
         && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
     {

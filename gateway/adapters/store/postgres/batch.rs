@@ -155,7 +155,9 @@ async fn write(
             outcomes.push(Ok(None));
             continue;
         };
-        let settlement = if task.status.is_terminal() { task.settle().unwrap_or_default() } else { Vec::new() };
+        let settled = if task.status.is_terminal() { task.settle().unwrap_or_default() } else { Default::default() };
+        crate::adapters::store::unusable_usage_noted(&task, &settled);
+        let settlement = settled.postings;
         let mut moved = pots.clone();
         if let Some(refused) = settlement.iter().find_map(|p| ledger::move_pots(&mut moved, p).err()) {
             outcomes.push(Err(refused));

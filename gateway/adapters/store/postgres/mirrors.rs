@@ -3,15 +3,16 @@
 
 use super::db_error;
 use crate::adapters::store::{decode, encode};
-use crate::domain::copies::Mirror;
-use crate::domain::tasks::{TaskRecord, TaskResult};
+use crate::domain::results::Mirror;
+use crate::domain::results::TaskResult;
+use crate::domain::tasks::TaskRecord;
 use crate::ports::storage::StoreError;
 use deadpool_postgres::{GenericClient, Object};
 
 /// Queues the copies the ends of `ended` ask for, inside the transaction that ends them.
 pub(super) async fn enqueue(tx: &impl GenericClient, ended: &[&TaskRecord]) -> Result<(), StoreError> {
     let (ids, due): (Vec<&str>, Vec<i64>) =
-        ended.iter().filter(|t| Mirror::queued(t)).map(|t| (t.task_id.as_str(), t.ended_ms())).unzip();
+        ended.iter().filter(|t| t.copy_queued()).map(|t| (t.task_id.as_str(), t.ended_ms())).unzip();
     if ids.is_empty() {
         return Ok(());
     }

@@ -1,9 +1,18 @@
-//! Result mirroring, as a task records it: the copies of its result files in the gateway's own object
-//! storage. A task that succeeds with results is marked pending in the write that ends it, and every
-//! backend queues such a task in that same write (`Mirror::queued`), so a crash never loses the copy.
+//! A task's results: its result files, and their copies in the gateway's own object storage. A task that
+//! succeeds with results is marked pending in the write that ends it, and every backend queues such a task
+//! in that same write (`TaskRecord::copy_queued`), so a crash never loses the copy.
 
-use crate::domain::tasks::{TaskRecord, TaskResult};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// One result file of a finished task.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskResult {
+    pub url: String,
+    #[serde(rename = "type")]
+    pub kind: Cow<'static, str>,
+    pub expires_at: String,
+}
 
 /// Where a task's copies stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,11 +66,6 @@ pub struct Mirror {
 }
 
 impl Mirror {
-    /// Whether the write ending `task` queues its copy.
-    pub fn queued(task: &TaskRecord) -> bool {
-        task.status.is_terminal() && task.mirror.as_ref().is_some_and(|m| m.state == MirrorState::Pending)
-    }
-
     /// The file of result `index`, once mirrored.
     pub fn file(&self, index: usize) -> Option<&MirroredFile> {
         (self.state == MirrorState::Mirrored).then(|| self.files.get(index)).flatten()
