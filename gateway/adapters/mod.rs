@@ -4,3 +4,4 @@
 pub mod files;
 pub mod store;
 pub mod upstream;
+pub mod webhooks;

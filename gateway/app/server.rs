@@ -65,6 +65,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
     let parts = Parts {
         store,
         upstream: Arc::new(upstreams),
+        webhooks: Arc::new(crate::adapters::webhooks::Sender::new(config.webhooks.allow_private_callbacks)),
         copies,
         operators: Operators::new(admin_token),
         settings,

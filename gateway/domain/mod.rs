@@ -1,5 +1,6 @@
 //! The domain: what mediagate is, as plain data and pure rules. No actix, no tokio, no I/O, no store.
 
+pub mod addresses;
 pub mod admission;
 pub mod billing;
 pub mod catalog;

@@ -4,9 +4,8 @@
 //! The money rules are billing's plain functions; a backend calls them inside the transaction it writes
 //! their outcome in, and never the reverse.
 
-use crate::adapters::store::embedded::Earmark;
 use crate::domain::billing::audit::LedgerReport;
-use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
+use crate::domain::billing::books::{Entry, Funds, Posting, Pot, Shortfall};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::listing::TaskQuery;
@@ -88,6 +87,49 @@ impl From<&str> for TaskRef {
 impl From<Box<StoredTask>> for TaskRef {
     fn from(task: Box<StoredTask>) -> TaskRef {
         TaskRef::AsStored(task)
+    }
+}
+
+/// Money set aside in memory for one task, where the store decides spending in memory: released when
+/// dropped (the task was never stored, so nothing was charged), or spent by the write that charges it.
+pub struct Earmark {
+    account: String,
+    split: Vec<(Pot, i64)>,
+    book: Arc<dyn Releases>,
+}
+
+/// What an earmark's money is given back to.
+pub trait Releases: Send + Sync {
+    fn release(&self, account: &str, split: &[(Pot, i64)]);
+}
+
+impl Earmark {
+    pub fn new(account: String, split: Vec<(Pot, i64)>, book: Arc<dyn Releases>) -> Earmark {
+        Earmark { account, split, book }
+    }
+
+    /// How much each pot earmarked, in funding order.
+    pub fn split(&self) -> &[(Pot, i64)] {
+        &self.split
+    }
+
+    /// Its account and its money, taken as spent: nothing is released when it drops.
+    pub fn spend(mut self) -> (String, Vec<(Pot, i64)>) {
+        (std::mem::take(&mut self.account), std::mem::take(&mut self.split))
+    }
+}
+
+impl Drop for Earmark {
+    fn drop(&mut self) {
+        if !self.split.is_empty() {
+            self.book.release(&self.account, &self.split);
+        }
+    }
+}
+
+impl std::fmt::Debug for Earmark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Earmark").field("account", &self.account).field("split", &self.split).finish()
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::domain::registry::Registry;
 use crate::ports::storage::Storage;
 use crate::ports::upstream::Upstream;
+use crate::ports::webhooks::WebhookSender;
 use crate::services::copies::Copies;
 use crate::services::limits::Limits;
 use crate::services::operators::Operators;
@@ -16,6 +17,8 @@ pub struct Gateway {
     pub store: Arc<dyn Storage>,
     pub registry: Registry,
     pub upstream: Arc<dyn Upstream>,
+    /// Where webhook deliveries are posted through.
+    pub webhooks: Arc<dyn WebhookSender>,
     pub poller: Poller,
     pub limits: Limits,
     /// Answers of finished task reads, kept rendered.
@@ -34,6 +37,7 @@ pub struct Gateway {
 pub struct Parts {
     pub store: Arc<dyn Storage>,
     pub upstream: Arc<dyn Upstream>,
+    pub webhooks: Arc<dyn WebhookSender>,
     pub copies: Copies,
     pub operators: Operators,
     pub settings: Settings,
@@ -44,7 +48,7 @@ pub struct Parts {
 impl Gateway {
     /// Reads what the use cases start from: the model switches and the live tasks this process polls.
     pub async fn start(parts: Parts) -> Result<Gateway, String> {
-        let Parts { store, upstream, copies, operators, settings, finished_task_cache_bytes } = parts;
+        let Parts { store, upstream, webhooks, copies, operators, settings, finished_task_cache_bytes } = parts;
         let switches = store.model_switches().await.map_err(|e| e.to_string())?;
         // Read once: the tasks this process polls from now on (every live one, on a store it owns alone,
         // which its in-flight slots start from too; a store shared by replicas keeps the limits itself).
@@ -58,6 +62,7 @@ impl Gateway {
             started_ms: crate::domain::clock::now_ms(),
             store,
             upstream,
+            webhooks,
             limits,
             copies,
             operators,

@@ -25,12 +25,9 @@ const LOOK_EVERY: Duration = Duration::from_millis(200);
 const ATTEMPTS_AT_ONCE: usize = 64;
 /// How long a delivery whose attempt could not be written waits before it is attempted again.
 const UNRECORDED_PAUSE: Duration = Duration::from_secs(30);
-/// An endpoint that has not answered after this long has failed the attempt.
-const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
 /// Sends due deliveries until the process ends. Call once, on the actix system.
 pub async fn run(state: Arc<Gateway>) {
-    let client = client(state.settings.webhooks.allow_private_callbacks);
     let under_way: Rc<RefCell<HashSet<String>>> = Rc::default();
     loop {
         tokio::time::sleep(LOOK_EVERY).await;
@@ -47,10 +44,10 @@ pub async fn run(state: Arc<Gateway>) {
         };
         for delivery in due {
             if under_way.borrow_mut().insert(delivery.id.clone()) {
-                let (state, client, under_way) = (state.clone(), client.clone(), under_way.clone());
+                let (state, under_way) = (state.clone(), under_way.clone());
                 tokio::task::spawn_local(async move {
                     let id = delivery.id.clone();
-                    if !attempt(&state, &client, delivery).await {
+                    if !attempt(&state, delivery).await {
                         // Still due in the store: held back here, not sent again every look.
                         tokio::time::sleep(UNRECORDED_PAUSE).await;
                     }
@@ -61,23 +58,13 @@ pub async fn run(state: Arc<Gateway>) {
     }
 }
 
-fn client(allow_private: bool) -> awc::Client {
-    let resolver = actix_tls::connect::Resolver::custom(callbacks::GuardedResolver { allow_private });
-    let mut connector = awc::Connector::new().connector(actix_tls::connect::Connector::new(resolver).service());
-    match crate::support::tls::client_config(None) {
-        Ok(tls) => connector = connector.rustls_0_23(tls),
-        Err(e) => tracing::warn!(error = %e, "no trusted certificates: https endpoints cannot be reached"),
-    }
-    awc::Client::builder().connector(connector).disable_redirects().timeout(ANSWER_WITHIN).finish()
-}
-
 /// One attempt: sends the delivery, then writes down what came of it; whether that was written.
-async fn attempt(state: &Gateway, client: &awc::Client, mut delivery: Delivery) -> bool {
+async fn attempt(state: &Gateway, mut delivery: Delivery) -> bool {
     // A delivery about to be sent, after the write that ended its task: the crash window a queued delivery
     // must survive (tested).
     crate::support::failpoint::reached("before-delivery");
     let at_ms = now_ms();
-    let answer = send(state, client, &delivery, at_ms).await;
+    let answer = send(state, &delivery, at_ms).await;
     let status = answer.as_ref().ok().copied();
     let error = match &answer {
         Ok(status) if (200..300).contains(status) => None,
@@ -127,7 +114,7 @@ async fn attempt(state: &Gateway, client: &awc::Client, mut delivery: Delivery) 
 }
 
 /// Signs and posts the delivery's message; the endpoint's status, or why there is none.
-async fn send(state: &Gateway, client: &awc::Client, delivery: &Delivery, at_ms: i64) -> Result<u16, String> {
+async fn send(state: &Gateway, delivery: &Delivery, at_ms: i64) -> Result<u16, String> {
     let failed = |e: StoreError| e.to_string();
     let task = state.store.task(&delivery.task_id).await.map_err(failed)?.ok_or("the task is gone")?;
     let settings = state.store.webhook_settings(&delivery.account).await.map_err(failed)?.unwrap_or_default();
@@ -148,15 +135,12 @@ async fn send(state: &Gateway, client: &awc::Client, delivery: &Delivery, at_ms:
     let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
     let seconds = at_ms.div_euclid(1000);
     let signature = signing::signature(secrets.into_iter(), &delivery.id, seconds, &body)?;
-    let response = client
-        .post(&delivery.url)
-        .insert_header(("content-type", "application/json"))
-        .insert_header(("user-agent", concat!("mediagate/", env!("CARGO_PKG_VERSION"))))
-        .insert_header(("webhook-id", delivery.id.as_str()))
-        .insert_header(("webhook-timestamp", seconds.to_string()))
-        .insert_header(("webhook-signature", signature))
-        .send_body(body)
-        .await
-        .map_err(|e| format!("no answer: {e}"))?;
-    Ok(response.status().as_u16())
+    let headers = vec![
+        ("content-type", "application/json".to_string()),
+        ("user-agent", concat!("mediagate/", env!("CARGO_PKG_VERSION")).to_string()),
+        ("webhook-id", delivery.id.clone()),
+        ("webhook-timestamp", seconds.to_string()),
+        ("webhook-signature", signature),
+    ];
+    state.webhooks.post(&delivery.url, headers, body).await
 }

@@ -7,14 +7,13 @@ pub mod poller;
 mod sweep;
 mod tracker;
 
-use crate::adapters::store::embedded::Earmark;
 use crate::domain::admission::Admitted;
 use crate::domain::catalog::TaskMode;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::results::MirrorState;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
-use crate::ports::storage::{Commit, StoredTask, TaskRef};
+use crate::ports::storage::{Commit, Earmark, StoredTask, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::errors::ServiceError;
 use crate::services::gateway::Gateway;

@@ -14,6 +14,7 @@
 
 use super::Hold;
 use crate::domain::billing::books::{Funds, Pot, Shortfall, plan_hold};
+use crate::ports::storage::{Earmark, Releases};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -82,7 +83,8 @@ impl Book {
             earmarked.add(*pot, *amount).ok_or(Shortfall::Insufficient { needed: hold.amount, available: 0 })?;
         }
         purse.earmarked = earmarked;
-        Ok(Earmark { book: self.clone(), account: account.to_string(), split })
+        let book: Arc<dyn Releases> = self.clone();
+        Ok(Earmark::new(account.to_string(), split, book))
     }
 
     /// Decides the writer's changes of pots, spending `spending` (its money leaves the book as the moves
@@ -91,9 +93,9 @@ impl Book {
     /// to forget if the write is undone.
     pub(crate) fn decide(&self, moves: &[Move<'_>], spending: Option<Earmark>) -> Result<Vec<String>, String> {
         let mut book = self.lock();
-        if let Some(mut earmark) = spending {
-            let split = std::mem::take(&mut earmark.split);
-            release(&mut book, &earmark.account, &split);
+        if let Some(earmark) = spending {
+            let (account, split) = earmark.spend();
+            release(&mut book, &account, &split);
         }
         for step in moves.iter().filter(|step| step.delta < 0) {
             let keep = book.get(step.account).map_or(0, |purse| purse.earmarked.get(step.pot));
@@ -138,6 +140,12 @@ impl Book {
     }
 }
 
+impl Releases for Book {
+    fn release(&self, account: &str, split: &[(Pot, i64)]) {
+        release(&mut self.lock(), account, split);
+    }
+}
+
 fn release(book: &mut HashMap<String, Purse>, account: &str, split: &[(Pot, i64)]) {
     if let Some(purse) = book.get_mut(account) {
         for (pot, amount) in split {
@@ -147,34 +155,5 @@ fn release(book: &mut HashMap<String, Purse>, account: &str, split: &[(Pot, i64)
         if purse.known.is_none() && purse.earmarked == Funds::default() {
             book.remove(account);
         }
-    }
-}
-
-/// Money earmarked for one task: released when dropped (the task was never stored, so nothing was
-/// charged), or spent by the write that charges or holds it ([`Book::decide`]).
-pub struct Earmark {
-    book: Arc<Book>,
-    account: String,
-    split: Vec<(Pot, i64)>,
-}
-
-impl Earmark {
-    /// How much each pot earmarked, in funding order.
-    pub fn split(&self) -> &[(Pot, i64)] {
-        &self.split
-    }
-}
-
-impl Drop for Earmark {
-    fn drop(&mut self) {
-        if !self.split.is_empty() {
-            release(&mut self.book.lock(), &self.account, &self.split);
-        }
-    }
-}
-
-impl std::fmt::Debug for Earmark {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Earmark").field("account", &self.account).field("split", &self.split).finish()
     }
 }

@@ -8,7 +8,8 @@
 //! no row of its own (the synchronous path's busiest write). Sequence numbers come from one counter
 //! (`SEQUENCES`) for both, and every read of the entries merges the two.
 
-use super::earmarks::{Book, Earmark, Move};
+use super::Earmark;
+use super::earmarks::{Book, Move};
 use super::overlay::{ReadTable, View};
 use super::tables::{LEDGER_SEQ, SEQUENCES};
 use super::{FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};

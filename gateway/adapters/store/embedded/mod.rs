@@ -75,14 +75,15 @@ mod wal;
 mod webhooks;
 mod writer;
 
-pub use earmarks::Earmark;
 pub use tx::Tx;
 pub use writer::Pending;
 
 // What the backend's modules share with the interface.
 pub(crate) use crate::adapters::store::{decode, encode};
 pub(crate) use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
-pub(crate) use crate::ports::storage::{Commit, IdempotencyClaim, Inserted, Refusal, StoreError, StoredTask, TaskRef};
+pub(crate) use crate::ports::storage::{
+    Commit, Earmark, IdempotencyClaim, Inserted, Refusal, StoreError, StoredTask, TaskRef,
+};
 
 pub(crate) use tables::{
     ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, TASKS_BY_ACCOUNT,

@@ -1,7 +1,8 @@
 //! Task records. Every status change is a compare-and-swap inside one write transaction, so a task reaches
 //! exactly one terminal state however many pollers, cancels and restarts race for it.
 
-use super::earmarks::{Book, Earmark};
+use super::Earmark;
+use super::earmarks::Book;
 use super::ledger::{self, Keep};
 use super::{
     Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,

@@ -25,7 +25,6 @@ mod tasks;
 mod webhooks;
 
 use super::keys::KeyCache;
-use crate::adapters::store::embedded::Earmark;
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
@@ -35,7 +34,7 @@ use crate::domain::results::TaskResult;
 use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
-    Commit, Forwarded, IdempotencyClaim, Inserted, SettingsChange, Storage, StoreError, TaskChange, TaskRef,
+    Commit, Earmark, Forwarded, IdempotencyClaim, Inserted, SettingsChange, Storage, StoreError, TaskChange, TaskRef,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
