@@ -4,9 +4,9 @@ use crate::adapters::store::{LINK_SECRET, kept_link_secret};
 use crate::adapters::upstream::Upstreams;
 use crate::app::config::Config;
 use crate::ports::storage::Storage;
-use crate::services::gateway::{Gateway, Parts};
 use crate::services::operators::Operators;
 use crate::services::settings::Settings;
+use crate::services::{Gateway, Parts};
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 

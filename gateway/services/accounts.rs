@@ -6,8 +6,8 @@ use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::WebhookSettings;
 use crate::domain::errors::{Code, Problem};
+use crate::services::Gateway;
 use crate::services::errors::ServiceError;
-use crate::services::gateway::Gateway;
 use serde_json::{Value, json};
 
 const CSV_COLUMNS: &[&str] = &[

@@ -3,8 +3,8 @@
 
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::KeyRecord;
+use crate::services::Gateway;
 use crate::services::errors::ServiceError;
-use crate::services::gateway::Gateway;
 use std::sync::Arc;
 
 /// An authenticated caller: the record of the key it presented, shared with the key cache.

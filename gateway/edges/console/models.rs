@@ -5,7 +5,7 @@ use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html, redirect};
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;

@@ -11,7 +11,7 @@ use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::{KeyRecord, TaskRecord};
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::web::error::ApiError;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use crate::services::{accounts, webhook_settings};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::StatusCode;

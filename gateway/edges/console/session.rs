@@ -8,8 +8,8 @@
 
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
+use crate::services::Gateway;
 use crate::services::auth::Caller;
-use crate::services::gateway::Gateway;
 use crate::services::operators::constant_time_eq;
 use actix_web::HttpRequest;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};

@@ -8,7 +8,7 @@ use crate::domain::errors::Code;
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::web::error::ApiError;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;

@@ -7,7 +7,7 @@ use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Admin;
 use crate::edges::web::error::ApiError;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use crate::services::{accounts, models};
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;

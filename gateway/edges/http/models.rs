@@ -1,8 +1,8 @@
 //! `GET /v1/models`, `GET /v1/models/{id}` and `GET /v1/models/{id}/schema`.
 
 use crate::edges::web::error::ApiError;
+use crate::services::Gateway;
 use crate::services::auth::Caller;
-use crate::services::gateway::Gateway;
 use crate::services::models;
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};

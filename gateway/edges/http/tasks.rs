@@ -4,8 +4,8 @@
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::TaskStatus;
 use crate::edges::web::error::ApiError;
+use crate::services::Gateway;
 use crate::services::auth::Caller;
-use crate::services::gateway::Gateway;
 use crate::services::tasks;
 use crate::services::tasks::answers::{TaskAnswer, answer};
 use actix_web::http::header::ContentType;

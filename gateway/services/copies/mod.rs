@@ -17,7 +17,7 @@ use crate::domain::results::{Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
 use crate::ports::files::{ByteStream, FileError, ResultFiles};
 use crate::ports::upstream::Fetched;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use links::Links;
 use std::cell::RefCell;
 use std::collections::HashSet;

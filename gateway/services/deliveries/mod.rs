@@ -11,7 +11,7 @@ pub mod signing;
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Attempt, Delivery, DeliveryState};
 use crate::ports::storage::StoreError;
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use crate::services::tasks::answers::answer;
 use std::cell::RefCell;
 use std::collections::HashSet;

@@ -15,8 +15,8 @@ use crate::domain::results::MirrorState;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, Earmark, StoredTask, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
+use crate::services::Gateway;
 use crate::services::errors::ServiceError;
-use crate::services::gateway::Gateway;
 use serde_json::{Value, json};
 
 /// A new task record for an admitted submission, not yet forwarded.

@@ -20,7 +20,7 @@ use crate::domain::clock::now_ms;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoreError, TaskRef};
 use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, Observed, UpstreamError};
-use crate::services::gateway::Gateway;
+use crate::services::Gateway;
 use crate::services::settings::PollerConfig;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
