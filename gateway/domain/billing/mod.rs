@@ -7,6 +7,8 @@ pub mod audit;
 pub mod books;
 pub mod equivalent;
 pub mod pricing;
+#[cfg(test)]
+mod tests;
 
 /// The largest amount of money the gateway keeps anywhere, in micro-units: 10^16 (ten billion units). An
 /// amount, a price, or a pot or sum after a change beyond it is refused, so no arithmetic on money can
