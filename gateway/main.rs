@@ -35,7 +35,7 @@ enum Command {
     Serve(ServeArgs),
     /// Run the gateway and a simulated upstream in one process, on an embedded store: no other service.
     Demo(DemoArgs),
-    /// Run the upstream simulator alone (upstream-protocol.md), one base URL per region under it.
+    /// Run the upstream simulator alone (docs/upstream-protocol.md), one base URL per region under it.
     Simulate(SimulateArgs),
     /// Manage API keys directly in a data dir (the gateway must be stopped).
     Keys {

@@ -1,4 +1,4 @@
-//! The typed requests render the exact upstream envelope of upstream-protocol.md: every example request
+//! The typed requests render the exact upstream envelope of docs/upstream-protocol.md: every example request
 //! is admitted and its envelope (JSON text) compared with the hand-written expectation in examples/upstream/,
 //! with and without the gateway's own `callback_url`.
 #![allow(clippy::unwrap_used)]

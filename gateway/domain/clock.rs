@@ -10,7 +10,7 @@ pub fn local_time(ms: i64) -> String {
     thread_local! {
         /// The last seconds formatted on this thread: a request shows the same few seconds several times
         /// (created, finished, the usage record; its results' expiry a day later), and the zone lookup and
-        /// the formatting cost a microsecond.
+        /// the formatting are worth doing once.
         static RECENT: std::cell::RefCell<[Option<(i64, String)>; 2]> = std::cell::RefCell::default();
     }
     let second = ms.div_euclid(1000);

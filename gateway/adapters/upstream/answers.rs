@@ -1,7 +1,7 @@
 //! Reading the family's task answers: a task's status, its result files, its usage, its failure, into the
 //! port's [`Observed`].
 //!
-//! The upstream's success payloads differ per family (upstream-protocol.md section 5); result URLs are
+//! The upstream's success payloads differ per family (docs/upstream-protocol.md section 5); result URLs are
 //! collected from every place a family puts them, so no model is named here. An answer is read straight
 //! from its bytes into [`Reported`] (strings borrowed, unknown fields skipped), not into a `Value` tree.
 
@@ -129,7 +129,7 @@ mod tests {
         results(&reported.output, Media::Image).into_iter().map(|r| r.url).collect()
     }
 
-    /// Every place upstream-protocol.md section 5 puts result URLs, in the upstream's order; failed items,
+    /// Every place docs/upstream-protocol.md section 5 puts result URLs, in the upstream's order; failed items,
     /// text and unknown fields are skipped, and a list may be `null`.
     #[test]
     fn result_urls_are_read_from_every_family_shape() {

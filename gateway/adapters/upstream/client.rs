@@ -352,7 +352,7 @@ async fn query(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) ->
         .await
 }
 
-/// A listed task's status word (upstream-protocol.md section 4): `SUSPENDED`, as some image models list, is
+/// A listed task's status word (docs/upstream-protocol.md section 4): `SUSPENDED`, as some image models list, is
 /// running; `SUCCEEDED`, `FAILED`, `CANCELED` (or `CANCELLED`) and `UNKNOWN` are ended.
 fn listed_status(word: &str) -> ListedStatus {
     match word {

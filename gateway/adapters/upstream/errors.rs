@@ -1,4 +1,4 @@
-//! The family's error codes (upstream-protocol.md section 6) classified: what kind of refusal each is, for
+//! The family's error codes (docs/upstream-protocol.md section 6) classified: what kind of refusal each is, for
 //! the port's [`UpstreamError`]. Codes are matched by family and never passed through as the client's code.
 
 use crate::ports::upstream::{Refusal, UpstreamError};

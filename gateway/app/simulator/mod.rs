@@ -1,4 +1,4 @@
-//! A faithful local stand-in for the media-generation upstream (upstream-protocol.md): routes under one
+//! A faithful local stand-in for the media-generation upstream (docs/upstream-protocol.md): routes under one
 //! base URL per region, region-bound keys, the async-header rules, per-model validation, the task state
 //! machine on scaled timings, per-family success payloads and `usage`, list, cancel, 24-hour expiry, and
 //! the result files it serves itself. Prompt hooks (`sim:fail`, `sim:slow`, ...) reach every path.
@@ -393,7 +393,7 @@ async fn query(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(Str
     answer(StatusCode::OK, body)
 }
 
-/// `(output members, usage)` of a successful job, per family (upstream-protocol.md section 5).
+/// `(output members, usage)` of a successful job, per family (docs/upstream-protocol.md section 5).
 fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (Value, Value) {
     let base = &sim.config.public_base;
     let now_s = end_ms / 1000;

@@ -1,4 +1,4 @@
-//! The simulator's own knowledge of the upstream's models (upstream-protocol.md sections 3 and 7): which
+//! The simulator's own knowledge of the upstream's models (docs/upstream-protocol.md sections 3 and 7): which
 //! route and regions serve each model code, its mode, and the limits it validates. Kept apart from the
 //! gateway's spec on purpose, so the simulator checks the gateway instead of echoing it.
 

@@ -1,5 +1,5 @@
 //! Per-model checks of an upstream body, answering like the upstream: 400 `InvalidParameter` naming the
-//! parameter (upstream-protocol.md sections 2 and 7).
+//! parameter (docs/upstream-protocol.md sections 2 and 7).
 
 use super::models::{Family, SimModel, tier_of_size};
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! The poller's memory of in-flight tasks: one small struct per task (ids, model, creation, deadline) in a
-//! slab, a due-time index and lookups by gateway and upstream id. No task record is held, so 100k tasks
-//! take a few tens of MB, and a list report costs one hash lookup per task.
+//! slab, a due-time index and lookups by gateway and upstream id. No task record is held, so a task costs
+//! its ids and a few numbers, and a list report costs one hash lookup per task.
 
 use crate::domain::catalog::ModelSpec;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

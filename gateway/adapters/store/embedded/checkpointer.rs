@@ -11,10 +11,9 @@ use redb::Database;
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-/// Changes applied between two yields of the CPU (about a third of a millisecond's work). The HTTP worker
-/// preempts this batch thread when woken, so a yield is for the store's other batch threads, chiefly the
-/// syncer; every 128 changes cost 3% of the sync lane's CPU in yields and the context switches they made,
-/// against 1024, with no shorter tail at 1k req/s.
+/// Changes applied between two yields of the CPU. The HTTP worker preempts this batch thread when woken, so
+/// a yield is for the store's other batch threads, chiefly the syncer; yielding more often cost the sync
+/// lane CPU in context switches and shortened no tail (bench/HISTORY.md).
 const CHUNK: usize = 1024;
 
 /// The writer's handle. Dropping it waits for the checkpoint under way. A checkpoint is under way while

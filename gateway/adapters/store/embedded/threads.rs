@@ -10,8 +10,7 @@ use thread_priority::{
 /// Starts one of the store's threads as a batch thread (`SCHED_BATCH`): woken, it does not preempt the
 /// thread answering requests, whose core it may share, but runs once that one waits or its time slice
 /// ends, by when more work has queued for it. Each wake-up it skips saves two context switches, which
-/// are dear in a virtual machine: on the sync lane this took context switches per request from 0.87 to
-/// 0.31, and CPU per request down by a tenth.
+/// are dear in a virtual machine (what it saved is in bench/HISTORY.md).
 pub(super) fn spawn<T: Send + 'static>(
     name: &str,
     run: impl FnOnce() -> T + Send + 'static,

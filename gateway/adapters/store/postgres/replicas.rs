@@ -42,7 +42,7 @@ const CLAIM_AT_MOST: i64 = 10_000;
 /// The replicas' turns at polling, in creation time. Short, so that a burst of a few seconds is shared out
 /// evenly (a replica with more than its share of the tasks polls them at its share of the keys' limits,
 /// while the others' go unused); long enough that a list window, cut to its replica's turns, covers several
-/// seconds of tasks (with 1 s turns, 60% more queries per job than 10 s; with 3 s, 20%: bench/HISTORY.md).
+/// seconds of tasks (shorter turns cost more upstream queries per job: bench/HISTORY.md).
 const SLICE_MS: i64 = 3_000;
 
 /// This replica: its id, its share of the upstream keys (0 until it may query), and the replicas taking
