@@ -641,5 +641,6 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         callback_url: None,
         mirror: None,
         running_ms: None,
+        measured: None,
     }
 }

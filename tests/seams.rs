@@ -11,7 +11,7 @@ use mediagate::domain::billing::pricing;
 use mediagate::domain::catalog::{ENDPOINTS, Media, ModelSpec};
 use mediagate::domain::results::TaskResult;
 use mediagate::domain::tasks::{TaskStatus, hash_key};
-use mediagate::domain::usage::Usage;
+use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
 use mediagate::services::copies::Copies;
@@ -25,10 +25,10 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// An upstream that accepts every job, runs it for `polls_running` queries, then reports it done with the
-/// usage it was given; it records every call.
+/// An upstream that accepts every job, runs it for `polls_running` queries, then reports it done, having
+/// delivered what `measured` says; it records every call.
 struct FakeUpstream {
-    usage: serde_json::Value,
+    measured: Measured,
     polls_running: usize,
     calls: Mutex<Vec<String>>,
 }
@@ -52,7 +52,8 @@ impl Upstream for FakeUpstream {
             kind: media.as_str().into(),
             expires_at: String::new(),
         };
-        Ok(Observed::Succeeded { results: vec![result], usage: Some(Usage::from(self.usage.clone())) })
+        let usage = Usage::from(json!({"seconds": 3}));
+        Ok(Observed::Succeeded { results: vec![result], usage: Some(usage), measured: Some(self.measured.clone()) })
     }
 
     async fn list(&self, _: &str, _: usize, _: &ListRequest) -> Result<TaskPage, UpstreamError> {
@@ -111,15 +112,15 @@ async fn gateway(dir: &std::path::Path, upstream: Arc<dyn Upstream>) -> Arc<Gate
 }
 
 /// A submission reaches the upstream through the port, the poller follows the task to its end through the
-/// port, and the settlement charges what the upstream's usage says was delivered: three of the five
-/// seconds asked for.
+/// port, and the settlement charges what the upstream says was delivered: three of the five seconds asked
+/// for, at 720P.
 #[test]
 fn a_submission_is_polled_to_success_and_settled_through_the_upstream_port() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let local = tokio::task::LocalSet::new();
-    let upstream =
-        Arc::new(FakeUpstream { usage: json!({"duration": 3, "SR": 720}), polls_running: 1, calls: Mutex::default() });
+    let measured = Measured { seconds: Reading::Count(3.0), resolution: Some("720P".into()), ..Measured::default() };
+    let upstream = Arc::new(FakeUpstream { measured, polls_running: 1, calls: Mutex::default() });
     local.block_on(&runtime, async {
         let gateway = gateway(dir.path(), upstream.clone()).await;
         gateway.store.insert_key("acme", "key-1").await.unwrap();

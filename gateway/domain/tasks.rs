@@ -2,6 +2,7 @@
 //! data and the rules that change it; what a backend does with them is the storage port's business.
 
 use crate::domain::results::{Mirror, MirrorState, TaskResult};
+use crate::domain::usage::Measured;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
@@ -111,19 +112,23 @@ pub struct TaskRecord {
     /// When the poller recorded it running (epoch ms), if it saw it so: a task's page shows its timeline.
     #[serde(default)]
     pub running_ms: Option<i64>,
+    /// What the upstream's usage report says was delivered, which its settlement prices (tasks that ended
+    /// before it was kept have `usage` alone, and were settled then).
+    #[serde(default)]
+    pub measured: Option<crate::domain::usage::Measured>,
 }
 
 impl TaskRecord {
     /// Settles the task, which has just ended, by billing's rules ([`crate::domain::billing::settle`]): writes the
     /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
     pub fn settle(&mut self) -> Option<crate::domain::billing::Settled> {
-        let TaskRecord { task_id, account, model, status, usage, billing, .. } = self;
+        let TaskRecord { task_id, account, model, status, measured, billing, .. } = self;
         let ending = crate::domain::billing::Ending {
             task_id,
             account,
             model,
             state: status.as_str(),
-            delivered: (*status == TaskStatus::Success).then_some(usage.as_ref()),
+            delivered: (*status == TaskStatus::Success).then(|| measured.as_ref().unwrap_or(&Measured::NOTHING)),
         };
         crate::domain::billing::settle(billing.as_mut()?, &ending)
     }

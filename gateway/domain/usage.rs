@@ -1,6 +1,6 @@
-//! The upstream's `usage` report, kept as the JSON text it came in: a task stores it and answers with it as
-//! it is, and pricing reads the few members it needs straight from the text, so no `Value` tree is built
-//! on the way.
+//! What the upstream reports a task used: its `usage` report, kept as the JSON text it came in (a task
+//! stores it and answers with it as it is), and what it says was delivered, in the domain's terms
+//! ([`Measured`]), which is what pricing reads.
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -12,23 +12,44 @@ use std::fmt;
 #[derive(Debug, Clone)]
 pub struct Usage(Box<RawValue>);
 
-/// The members of a `usage` that pricing and the equivalent-usage projection read. Each is the member as it
-/// came (a wrong type reads as absent where it is used); `output_tokens` is `Some` whenever the member is
-/// there at all, `null` included.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct Delivered {
-    pub duration: Option<Value>,
-    pub video_duration: Option<Value>,
-    /// Seconds of reference video the upstream counts into `duration` (r2v).
-    pub input_video_duration: Option<Value>,
-    #[serde(rename = "SR")]
-    pub sr: Option<Value>,
-    pub audio: Option<Value>,
-    pub image_count: Option<Value>,
-    pub input_tokens: Option<Value>,
-    #[serde(deserialize_with = "present")]
-    pub output_tokens: Option<Value>,
+/// What the upstream says was delivered, in the domain's terms: read from its `usage` by the upstream's
+/// adapter, which knows its member names. Pricing reads this and never the report itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Seconds of video billed (input and output).
+    pub seconds: Reading<f64>,
+    /// Seconds of reference video counted into `seconds` (r2v), which the request did not state.
+    pub input_video_seconds: Reading<f64>,
+    /// The resolution tier delivered (`720P`).
+    pub resolution: Option<String>,
+    pub audio: Option<bool>,
+    pub images: Reading<u64>,
+    pub input_tokens: Reading<u64>,
+    pub output_tokens: Reading<u64>,
+}
+
+/// One count of a usage report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub enum Reading<T> {
+    /// The report does not say.
+    #[default]
+    Absent,
+    Count(T),
+    /// The report says something that is no count (negative, not a number, not whole where it must be).
+    Unusable,
+}
+
+impl Measured {
+    /// A report that says nothing: the request is priced as quoted.
+    pub const NOTHING: Measured = Measured {
+        seconds: Reading::Absent,
+        input_video_seconds: Reading::Absent,
+        resolution: None,
+        audio: None,
+        images: Reading::Absent,
+        input_tokens: Reading::Absent,
+        output_tokens: Reading::Absent,
+    };
 }
 
 /// A member that is there, even as `null`.
@@ -47,9 +68,21 @@ impl Usage {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
     }
 
-    /// Whether it names `output_tokens` at all, even as `null`.
+    /// Whether it names `output_tokens` at all, even as `null` (the spec's raw output token field, whose
+    /// presence blocks the equivalent-usage projection).
     pub fn names_output_tokens(&self) -> bool {
-        self.may_name("output_tokens") && self.delivered().output_tokens.is_some()
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
+        struct Tokens {
+            #[serde(deserialize_with = "present")]
+            output_tokens: Option<Value>,
+        }
+        let read = |text: &str| {
+            serde_json::from_str::<Tokens>(text)
+                .or_else(|_| serde_json::from_str::<Value>(text).and_then(serde_json::from_value))
+                .unwrap_or_default()
+        };
+        self.may_name("output_tokens") && read(self.0.get()).output_tokens.is_some()
     }
 
     /// False when the text cannot name `member`: it holds neither the name nor an escape that could spell it.
@@ -57,14 +90,6 @@ impl Usage {
     pub fn may_name(&self, member: &str) -> bool {
         let holds = |needle: &[u8]| memchr::memmem::find(self.0.get().as_bytes(), needle).is_some();
         holds(member.as_bytes()) || holds(b"\\u")
-    }
-
-    /// The members pricing reads. A `usage` that is no object has none of them; one that names a member twice
-    /// reads as its `Value` would (the last one counts).
-    pub fn delivered(&self) -> Delivered {
-        serde_json::from_str(self.0.get())
-            .or_else(|_| serde_json::from_str::<Value>(self.0.get()).and_then(serde_json::from_value))
-            .unwrap_or_default()
     }
 }
 
@@ -165,18 +190,12 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_priced_members_as_its_value_would() {
-        let delivered = usage(r#"{"image_count":2,"size":"1024*1024","output_tokens":null,"SR":"x"}"#).delivered();
-        assert_eq!(delivered.image_count, Some(json!(2)));
-        assert_eq!(delivered.output_tokens, Some(Value::Null), "there, as null");
-        assert_eq!(delivered.sr, Some(json!("x")), "the wrong type is the caller's to refuse");
-        assert_eq!(usage(r#"{"image_count":1,"image_count":3}"#).delivered().image_count, Some(json!(3)));
-        assert!(usage("[1]").delivered().image_count.is_none());
-        assert!(usage("{}").delivered().output_tokens.is_none());
+    fn names_output_tokens_at_the_top_level_even_as_null() {
         assert!(usage(r#"{"output_tokens":null}"#).names_output_tokens());
         assert!(usage(r#"{"output\u005ftokens":0}"#).names_output_tokens(), "spelled with an escape");
         assert!(!usage(r#"{"detail":{"output_tokens":1}}"#).names_output_tokens(), "not at the top level");
         assert!(!usage(r#"{"image_count":1}"#).names_output_tokens());
+        assert!(!usage("[1]").names_output_tokens());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::results::TaskResult;
 use crate::domain::tasks::{TaskError, TaskStatus};
-use crate::domain::usage::Usage;
+use crate::domain::usage::{Measured, Usage};
 use bytes::Bytes;
 use std::borrow::Cow;
 
@@ -47,9 +47,10 @@ pub trait Upstream: Send + Sync {
 pub struct Created {
     /// The upstream's id of an asynchronous task.
     pub task_id: Option<String>,
-    /// A synchronous job's result files and usage.
+    /// A synchronous job's result files, its usage report and what the report says was delivered.
     pub results: Vec<TaskResult>,
     pub usage: Option<Usage>,
+    pub measured: Option<Measured>,
     /// The answer as it came, for the endpoints that pass it on.
     pub body: Bytes,
 }
@@ -59,7 +60,12 @@ pub struct Created {
 pub enum Observed {
     Pending,
     Running,
-    Succeeded { results: Vec<TaskResult>, usage: Option<Usage> },
+    /// Its result files, its usage report as it came, and what the report says was delivered.
+    Succeeded {
+        results: Vec<TaskResult>,
+        usage: Option<Usage>,
+        measured: Option<Measured>,
+    },
     Failed(TaskError),
     Cancelled,
 }

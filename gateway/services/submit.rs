@@ -296,7 +296,7 @@ async fn run_sync(
         }
     };
     let task = ScopeGuard::into_inner(guard);
-    let Created { results, usage, body, .. } = match answer {
+    let Created { results, usage, measured, body, .. } = match answer {
         Ok(created) => created,
         Err(error) => {
             crate::support::metrics::upstream_error("create");
@@ -308,6 +308,7 @@ async fn run_sync(
     let finished = tasks::finish(state, task, TaskStatus::Success, move |t| {
         t.results = results;
         t.usage = usage;
+        t.measured = measured;
     })
     .await?
     .ok_or_else(|| Problem::internal("the synchronous task was not recorded"))?;

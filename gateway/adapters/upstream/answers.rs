@@ -9,9 +9,10 @@ use crate::domain::catalog::Media;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::results::TaskResult;
 use crate::domain::tasks::TaskError;
-use crate::domain::usage::Usage;
+use crate::domain::usage::{Measured, Reading, Usage};
 use crate::ports::upstream::Observed;
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
@@ -84,6 +85,62 @@ struct Content<'a> {
     image_url: Option<Cow<'a, str>>,
 }
 
+/// The members of the family's `usage` that say what was delivered, each as it came.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct UsageMembers {
+    duration: Option<Value>,
+    video_duration: Option<Value>,
+    /// Seconds of reference video counted into `duration` (r2v).
+    input_video_duration: Option<Value>,
+    #[serde(rename = "SR")]
+    sr: Option<Value>,
+    audio: Option<Value>,
+    image_count: Option<Value>,
+    input_tokens: Option<Value>,
+    /// There even as `null` (which is no count).
+    #[serde(deserialize_with = "present")]
+    output_tokens: Option<Value>,
+}
+
+/// A member that is there, even as `null`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// What a `usage` report says was delivered (docs/upstream-protocol.md section 5): seconds are `duration`
+/// (input and output), else `video_duration`; the tier is `SR`; images `image_count`. A member that is there
+/// must be a count, never negative, and whole where it counts things. A report that is no object says
+/// nothing; one that names a member twice reads as its `Value` would (the last one counts).
+pub fn measure(usage: &Usage) -> Measured {
+    let text = usage.json().get();
+    // Only an object has members (serde would read an array's items as the fields in order).
+    if !text.trim_start().starts_with('{') {
+        return Measured::default();
+    }
+    let members: UsageMembers = serde_json::from_str(text)
+        .or_else(|_| serde_json::from_str::<Value>(text).and_then(serde_json::from_value))
+        .unwrap_or_default();
+    let count = |member: &Option<Value>| match member {
+        None => Reading::Absent,
+        Some(value) => value.as_f64().filter(|n| n.is_finite() && *n >= 0.0).map_or(Reading::Unusable, Reading::Count),
+    };
+    let whole = |member: &Option<Value>| match member {
+        None => Reading::Absent,
+        Some(value) => value.as_u64().map_or(Reading::Unusable, Reading::Count),
+    };
+    let seconds = if members.duration.is_some() { &members.duration } else { &members.video_duration };
+    Measured {
+        seconds: count(seconds),
+        input_video_seconds: count(&members.input_video_duration),
+        resolution: members.sr.as_ref().and_then(Value::as_u64).map(|sr| format!("{sr}P")),
+        audio: members.audio.as_ref().and_then(Value::as_bool),
+        images: whole(&members.image_count),
+        input_tokens: whole(&members.input_tokens),
+        output_tokens: whole(&members.output_tokens),
+    }
+}
+
 /// Result files stay downloadable this long after success.
 pub const RESULT_TTL_HOURS: i64 = 24;
 
@@ -93,7 +150,11 @@ pub fn observe(answer: Reported<'_>, media: Media) -> Observed {
     match output.task_status.as_deref().unwrap_or("UNKNOWN") {
         "PENDING" => Observed::Pending,
         "RUNNING" | "SUSPENDED" => Observed::Running,
-        "SUCCEEDED" => Observed::Succeeded { results: results(output, media), usage: answer.usage.map(Usage::from) },
+        "SUCCEEDED" => {
+            let usage = answer.usage.map(Usage::from);
+            let measured = usage.as_ref().map(measure);
+            Observed::Succeeded { results: results(output, media), usage, measured }
+        }
         "FAILED" => Observed::Failed(TaskError {
             code: output.code.as_deref().unwrap_or("UpstreamFailed").to_string(),
             message: output.message.as_deref().unwrap_or("The upstream failed the task.").to_string(),
@@ -164,7 +225,7 @@ mod tests {
     fn a_task_answer_reads_as_its_state() {
         let read = |answer: &str| observe(serde_json::from_str(answer).unwrap(), Media::Video);
         assert!(matches!(read(r#"{"output":{"task_id":"t","task_status":"RUNNING"}}"#), Observed::Running));
-        let Observed::Succeeded { results, usage } =
+        let Observed::Succeeded { results, usage, .. } =
             read(r#"{"output":{"task_status":"SUCCEEDED","video_url":"v.mp4"},"usage":{"duration":5}}"#)
         else {
             panic!("not a success");
@@ -178,5 +239,26 @@ mod tests {
         };
         assert_eq!((error.code.as_str(), error.message.as_str()), ("DataInspectionFailed", "no"));
         assert!(matches!(read(r#"{"output":{"task_status":"CANCELED"}}"#), Observed::Cancelled));
+    }
+
+    /// The delivered counts a report's members say, each checked; the wrong type of an optional member
+    /// (the tier, the sound) says nothing, of a count makes it unusable.
+    #[test]
+    fn a_usage_report_is_measured_in_the_domain_terms() {
+        let measured = |text: &str| measure(&Usage::from(serde_json::from_str::<Value>(text).unwrap()));
+        let video = measured(r#"{"duration": 10, "input_video_duration": 2, "SR": 720, "audio": false}"#);
+        assert_eq!(
+            (video.seconds, video.input_video_seconds, video.resolution.as_deref(), video.audio),
+            (Reading::Count(10.0), Reading::Count(2.0), Some("720P"), Some(false))
+        );
+        assert_eq!(measured(r#"{"video_duration": 5}"#).seconds, Reading::Count(5.0));
+        assert_eq!(measured(r#"{"duration": "ten", "video_duration": 5}"#).seconds, Reading::Unusable);
+        assert_eq!(measured(r#"{"duration": -1}"#).seconds, Reading::Unusable);
+        assert_eq!(measured(r#"{"SR": "x", "audio": 1}"#).resolution, None);
+        assert_eq!(measured(r#"{"image_count": 2}"#).images, Reading::Count(2));
+        assert_eq!(measured(r#"{"image_count": 1.5}"#).images, Reading::Unusable);
+        assert_eq!(measured(r#"{"image_count": 1, "image_count": 3}"#).images, Reading::Count(3));
+        assert_eq!(measured(r#"{"input_tokens": 10, "output_tokens": null}"#).output_tokens, Reading::Unusable);
+        assert_eq!(measured("[1]"), Measured::default());
     }
 }

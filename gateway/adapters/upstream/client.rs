@@ -232,7 +232,9 @@ impl Upstream for Upstreams {
             TaskMode::Sync => {
                 let reported: answers::Reported = answer.read()?;
                 let results = answers::results(&reported.output, model.media);
-                Created { task_id: None, results, usage: reported.usage.map(Usage::from), body: Bytes::new() }
+                let usage = reported.usage.map(Usage::from);
+                let measured = usage.as_ref().map(answers::measure);
+                Created { task_id: None, results, usage, measured, body: Bytes::new() }
             }
         };
         Ok(Created { body: answer.0, ..created })

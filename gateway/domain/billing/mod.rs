@@ -1,6 +1,7 @@
 //! Money: the price of a request before it is forwarded, the hold that reserves it (ledger entries, or an
-//! earmark in memory for a task written once, when it ends), the settlement that posts what the upstream's
-//! `usage` says was delivered (or voids the hold), and the display-only equivalent-usage projection.
+//! earmark in memory for a task written once, when it ends), the settlement that posts what the upstream
+//! says was delivered (its usage, measured in the domain's terms: `usage::Measured`) or voids the hold, and
+//! the display-only equivalent-usage projection.
 //! Amounts are integer micro-units; no float ever holds money.
 
 pub mod audit;
@@ -20,7 +21,7 @@ pub fn checked_sum(a: i64, b: i64) -> Option<i64> {
     a.checked_add(b).filter(|sum| sum.abs() <= MAX_MICROS)
 }
 
-use crate::domain::usage::Usage;
+use crate::domain::usage::Measured;
 use books::{EntryKind, Posting, Pot};
 use pricing::Units;
 use serde::{Deserialize, Serialize};
@@ -79,9 +80,9 @@ pub struct Ending<'a> {
     pub model: &'a str,
     /// The terminal state, as named in the entries' note.
     pub state: &'a str,
-    /// `Some` (with the upstream's `usage`, when it sent one) if the work was delivered: what it says is
-    /// charged. `None`: the hold is voided.
-    pub delivered: Option<Option<&'a Usage>>,
+    /// `Some` if the work was delivered, with what the upstream says was: that is charged. `None`: the hold
+    /// is voided.
+    pub delivered: Option<&'a Measured>,
 }
 
 /// What settling a task decided: the ledger postings, and whether the upstream's usage made no sense (the
@@ -102,10 +103,10 @@ pub fn settle(billing: &mut TaskBilling, ending: &Ending<'_>) -> Option<Settled>
     let held = billing.hold.iter().map(|(_, a)| *a).try_fold(0, checked_sum)?;
     let mut usage_unusable = false;
     let (charged_total, list_price, units, outcome) = match ending.delivered {
-        Some(usage) => {
+        Some(measured) => {
             // The task carries what it needs to settle: a model since removed from the spec prices it as quoted.
             let delivered = match crate::domain::catalog::ModelSpec::find(ending.model) {
-                Some(model) => pricing::actual(model, billing.quoted, &billing.units, usage),
+                Some(model) => pricing::actual(model, billing.quoted, &billing.units, measured),
                 None => {
                     pricing::Delivered { amount: billing.quoted, units: billing.units.clone(), usage_unusable: false }
                 }

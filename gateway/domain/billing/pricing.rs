@@ -1,7 +1,7 @@
 //! Prices from a model's billing rule (billing_rules).
 
 use crate::domain::catalog::{Audio, BillingRule, ModelSpec, tier_of_size};
-use crate::domain::usage::Usage;
+use crate::domain::usage::{Measured, Reading};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -102,55 +102,43 @@ pub struct Delivered {
     pub usage_unusable: bool,
 }
 
-/// The list price of what the upstream says it delivered (its `usage`), falling back to the quoted units
-/// where it says nothing. Usage that makes no sense prices the request as quoted (`quoted` micro-units for
-/// `units`).
-pub fn actual(model: &ModelSpec, quoted: i64, units: &Units, usage: Option<&Usage>) -> Delivered {
-    let usage = usage.map(Usage::delivered).unwrap_or_default();
+/// The list price of what the upstream says it delivered, falling back to the quoted units where it says
+/// nothing. A report that makes no sense prices the request as quoted (`quoted` micro-units for `units`):
+/// a count that is none, or more than the request asked for.
+pub fn actual(model: &ModelSpec, quoted: i64, units: &Units, measured: &Measured) -> Delivered {
     let as_quoted = || Delivered { amount: quoted, units: units.clone(), usage_unusable: true };
-    // A member that is there must be a count: whole or fractional as the member allows, never negative.
-    let count = |member: &Option<Value>| -> Result<Option<f64>, ()> {
-        match member {
-            None => Ok(None),
-            Some(value) => value.as_f64().filter(|n| n.is_finite() && *n >= 0.0).map(Some).ok_or(()),
-        }
-    };
-    let whole = |member: &Option<Value>| -> Result<Option<u64>, ()> {
-        match member {
-            None => Ok(None),
-            Some(value) => value.as_u64().map(Some).ok_or(()),
-        }
-    };
     match model.billing {
         BillingRule::PerSecond { .. } => {
             let mut priced = units.clone();
-            // Bill `duration` (input + output seconds), else `video_duration`.
-            let seconds = match (count(&usage.duration), count(&usage.video_duration)) {
-                (Ok(Some(seconds)), _) | (Ok(None), Ok(Some(seconds))) => Some(seconds),
-                (Ok(None), Ok(None)) => None,
-                _ => return as_quoted(),
+            let seconds = match measured.seconds {
+                Reading::Count(seconds) => Some(seconds),
+                Reading::Absent => None,
+                Reading::Unusable => return as_quoted(),
             };
             if let Some(seconds) = seconds {
-                // `duration` also counts the reference video's seconds, which the request did not state.
-                let input = count(&usage.input_video_duration).ok().flatten().unwrap_or(0.0);
+                // The seconds also count the reference video's, which the request did not state.
+                let input = match measured.input_video_seconds {
+                    Reading::Count(input) => input,
+                    _ => 0.0,
+                };
                 if seconds > units.seconds.unwrap_or(f64::MAX) + input {
                     return as_quoted();
                 }
                 priced.seconds = Some(seconds);
             }
-            if let Some(sr) = usage.sr.as_ref().and_then(Value::as_u64) {
-                priced.resolution = Some(format!("{sr}P"));
+            if let Some(resolution) = &measured.resolution {
+                priced.resolution = Some(resolution.clone());
             }
-            if let Some(audio) = usage.audio.as_ref().and_then(Value::as_bool) {
+            if let Some(audio) = measured.audio {
                 priced.audio = Some(audio);
             }
             Delivered { amount: per_second(model, &priced), units: priced, usage_unusable: false }
         }
         BillingRule::PerImage { price, .. } => {
             // A partial failure is still a success upstream; only the delivered images count.
-            let images = match whole(&usage.image_count) {
-                Ok(Some(images)) if images <= units.images.unwrap_or(u64::MAX) => images,
-                Ok(None) => units.images.unwrap_or(0),
+            let images = match measured.images {
+                Reading::Count(images) if images <= units.images.unwrap_or(u64::MAX) => images,
+                Reading::Absent => units.images.unwrap_or(0),
                 _ => return as_quoted(),
             };
             let amount = money(i128::from(price) * i128::from(images));
@@ -160,10 +148,14 @@ pub fn actual(model: &ModelSpec, quoted: i64, units: &Units, usage: Option<&Usag
             Delivered { amount: money(i128::from(price)), units: units.clone(), usage_unusable: false }
         }
         BillingRule::PerToken { price, .. } => {
-            let (Ok(input), Ok(output)) = (whole(&usage.input_tokens), whole(&usage.output_tokens)) else {
+            let token = |reading: Reading<u64>| match reading {
+                Reading::Count(count) => Some(count),
+                Reading::Absent => Some(0),
+                Reading::Unusable => None,
+            };
+            let (Some(input), Some(output)) = (token(measured.input_tokens), token(measured.output_tokens)) else {
                 return as_quoted();
             };
-            let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
             let amount = money(
                 i128::from(tokens(price.input_per_million, input))
                     + i128::from(tokens(price.output_per_million, output)),
@@ -199,8 +191,9 @@ mod tests {
         let (hold, units) = quote(&model, &Map::new());
         assert_eq!(hold, 8_000);
         assert_eq!(units.output_tokens, Some(1_000));
-        let usage: Usage = json!({"input_tokens": 1_500, "output_tokens": 250}).into();
-        let delivered = actual(&model, hold, &units, Some(&usage));
+        let measured =
+            Measured { input_tokens: Reading::Count(1_500), output_tokens: Reading::Count(250), ..Measured::default() };
+        let delivered = actual(&model, hold, &units, &measured);
         assert_eq!(delivered.amount, 3_000 + 2_000);
         assert_eq!((delivered.units.input_tokens, delivered.units.output_tokens), (Some(1_500), Some(250)));
     }
@@ -210,28 +203,25 @@ mod tests {
     fn usage_that_makes_no_sense_is_priced_as_quoted() {
         let video = MODELS.iter().find(|m| m.id == "alpha2.6-t2v_t2v").unwrap();
         let (quoted, units) = quote(video, json!({"duration": 10, "size": "1280*720"}).as_object().unwrap());
-        let priced = |usage: Value| actual(video, quoted, &units, Some(&usage.into()));
-        for nonsense in [
-            json!({"duration": -5}),
-            json!({"duration": "ten"}),
-            json!({"video_duration": -1}),
-            json!({"duration": 11}),
-        ] {
-            let delivered = priced(nonsense.clone());
-            assert!(delivered.usage_unusable, "{nonsense}");
-            assert_eq!(delivered.amount, quoted, "{nonsense}");
+        let seconds = |seconds: Reading<f64>, input: Reading<f64>| {
+            actual(video, quoted, &units, &Measured { seconds, input_video_seconds: input, ..Measured::default() })
+        };
+        for nonsense in [Reading::Unusable, Reading::Count(11.0)] {
+            let delivered = seconds(nonsense, Reading::Absent);
+            assert!(delivered.usage_unusable, "{nonsense:?}");
+            assert_eq!(delivered.amount, quoted, "{nonsense:?}");
         }
-        let fewer = priced(json!({"duration": 4, "SR": 720}));
+        let fewer = seconds(Reading::Count(4.0), Reading::Absent);
         assert!(!fewer.usage_unusable && fewer.amount < quoted && fewer.amount > 0);
-        // A reference video's seconds count into `duration` (r2v): more than asked, and still sensible.
-        assert!(!priced(json!({"duration": 12, "input_video_duration": 2})).usage_unusable);
+        // A reference video's seconds count in (r2v): more than asked, and still sensible.
+        assert!(!seconds(Reading::Count(12.0), Reading::Count(2.0)).usage_unusable);
 
         let image = MODELS.iter().find(|m| m.id == "beta-image-2.0-pro_t2i").unwrap();
         let (quoted, units) = quote(image, json!({"n": 2}).as_object().unwrap());
-        let priced = |usage: Value| actual(image, quoted, &units, Some(&usage.into()));
-        for nonsense in [json!({"image_count": -1}), json!({"image_count": 1.5}), json!({"image_count": 3})] {
-            assert_eq!((priced(nonsense.clone()).amount, priced(nonsense).usage_unusable), (quoted, true));
+        let images = |images| actual(image, quoted, &units, &Measured { images, ..Measured::default() });
+        for nonsense in [Reading::Unusable, Reading::Count(3)] {
+            assert_eq!((images(nonsense).amount, images(nonsense).usage_unusable), (quoted, true));
         }
-        assert_eq!(priced(json!({"image_count": 1})).amount, quoted / 2);
+        assert_eq!(images(Reading::Count(1)).amount, quoted / 2);
     }
 }

@@ -2,15 +2,16 @@
 //! by one `check` per rule (rust-analyzer's style), so a case is one line to read or add. Prices are the
 //! spec's (placeholder) figures for the models named: `alpha2.6-t2v_t2v` bills 110,000 a second at 720P and
 //! 170,000 at 1080P, `alpha2.6-i2v-flash_i2v` 80,000 a silent second at 720P, `beta-image-2.0-pro_t2i`
-//! 40,000 an image.
+//! 40,000 an image. What the upstream reports is written `seconds=3 resolution=720P`, as its adapter would
+//! measure it (`images=bad` for a count that makes no sense).
 #![allow(clippy::unwrap_used)]
 
 use super::books::{Funds, Pot, Shortfall, plan_hold};
 use super::pricing::{actual, quote};
 use super::{Ending, MAX_MICROS, TaskBilling, checked_sum, settle};
 use crate::domain::catalog::ModelSpec;
-use crate::domain::usage::Usage;
-use serde_json::{Map, Value, json};
+use crate::domain::usage::{Measured, Reading};
+use serde_json::{Map, Value};
 
 fn model(id: &str) -> &'static ModelSpec {
     ModelSpec::find(id).unwrap()
@@ -22,6 +23,25 @@ fn body(text: &str) -> Map<String, Value> {
 
 fn split(split: &[(Pot, i64)]) -> String {
     split.iter().map(|(pot, amount)| format!("{pot:?} {amount}")).collect::<Vec<_>>().join(", ")
+}
+
+/// What an upstream's report says was delivered, written `name=value` (`bad` for no count).
+fn measured(text: &str) -> Measured {
+    let mut measured = Measured::default();
+    for pair in text.split_whitespace() {
+        let (name, value) = pair.split_once('=').unwrap();
+        let seconds = || value.parse().map_or(Reading::Unusable, Reading::Count);
+        let whole = || value.parse().map_or(Reading::Unusable, Reading::Count);
+        match name {
+            "seconds" => measured.seconds = seconds(),
+            "input_seconds" => measured.input_video_seconds = seconds(),
+            "images" => measured.images = whole(),
+            "resolution" => measured.resolution = Some(value.into()),
+            "audio" => measured.audio = Some(value == "true"),
+            other => panic!("no reading `{other}`"),
+        }
+    }
+    measured
 }
 
 /// Funding order: the free trial first, then the plan, then the balance; a trial-only model only from the
@@ -72,33 +92,33 @@ fn quotes() {
     check("beta-image-2.0-pro_t2i", r#"{}"#, r#"40000 {"images":1}"#);
 }
 
-/// What a task is priced at when it ends: what the upstream's usage says was delivered, or the quote when
-/// the usage says nothing, or makes no sense.
+/// What a task is priced at when it ends: what the upstream says was delivered, or the quote when it says
+/// nothing, or something that makes no sense.
 #[test]
 fn delivered_prices() {
     #[track_caller]
-    fn check(id: &str, request: &str, usage: &str, expect: &str) {
+    fn check(id: &str, request: &str, report: &str, expect: &str) {
         let model = model(id);
         let (quoted, units) = quote(model, &body(request));
-        let usage: Option<Usage> =
-            (!usage.is_empty()).then(|| Usage::from(serde_json::from_str::<Value>(usage).unwrap()));
-        let delivered = actual(model, quoted, &units, usage.as_ref());
+        let delivered = actual(model, quoted, &units, &measured(report));
         let unusable = if delivered.usage_unusable { " (usage unusable: as quoted)" } else { "" };
-        assert_eq!(format!("{}{unusable}", delivered.amount), expect, "{id} {request} {usage:?}");
+        assert_eq!(format!("{}{unusable}", delivered.amount), expect, "{id} {request} {report}");
     }
     let t2v = r#"{"duration": 5, "size": "1280*720"}"#;
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": 5, "SR": 720}"#, "550000");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": 3, "SR": 720}"#, "330000");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"video_duration": 2}"#, "220000");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": 5, "SR": 1080}"#, "850000");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=5 resolution=720P", "550000");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=3 resolution=720P", "330000");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=2", "220000");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=5 resolution=1080P", "850000");
     check("alpha2.6-t2v_t2v", t2v, "", "550000");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": 9}"#, "550000 (usage unusable: as quoted)");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": -1}"#, "550000 (usage unusable: as quoted)");
-    check("alpha2.6-t2v_t2v", t2v, r#"{"duration": "five"}"#, "550000 (usage unusable: as quoted)");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=9", "550000 (usage unusable: as quoted)");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=7 input_seconds=2", "770000");
+    check("alpha2.6-t2v_t2v", t2v, "seconds=bad", "550000 (usage unusable: as quoted)");
+    check("alpha2.6-i2v-flash_i2v", r#"{"duration": 4, "resolution": "720p"}"#, "seconds=4 audio=false", "320000");
     let images = r#"{"n": 3}"#;
-    check("beta-image-2.0-pro_t2i", images, r#"{"image_count": 2}"#, "80000");
-    check("beta-image-2.0-pro_t2i", images, r#"{"image_count": 4}"#, "120000 (usage unusable: as quoted)");
-    check("beta-image-2.0-pro_t2i", images, r#"{}"#, "120000");
+    check("beta-image-2.0-pro_t2i", images, "images=2", "80000");
+    check("beta-image-2.0-pro_t2i", images, "images=4", "120000 (usage unusable: as quoted)");
+    check("beta-image-2.0-pro_t2i", images, "images=bad", "120000 (usage unusable: as quoted)");
+    check("beta-image-2.0-pro_t2i", images, "", "120000");
 }
 
 /// Settlement: a held task posts what was delivered and gives the rest back, pot by pot in funding order;
@@ -107,17 +127,17 @@ fn delivered_prices() {
 #[test]
 fn settlements() {
     #[track_caller]
-    fn check(hold: &[(Pot, i64)], earmarked: bool, usage: Option<Value>, expect: &str) {
+    fn check(hold: &[(Pot, i64)], earmarked: bool, report: Option<&str>, expect: &str) {
         let model = model("alpha2.6-t2v_t2v");
         let (quoted, units) = quote(model, &body(r#"{"duration": 5, "size": "1280*720"}"#));
         let mut billing = TaskBilling { quoted, units, hold: hold.to_vec(), earmarked, ..TaskBilling::default() };
-        let usage = usage.map(Usage::from);
+        let report = report.map(measured);
         let ending = Ending {
             task_id: "task-1",
             account: "acme",
             model: model.id,
-            state: if usage.is_some() { "success" } else { "failed" },
-            delivered: usage.as_ref().map(Some),
+            state: if report.is_some() { "success" } else { "failed" },
+            delivered: report.as_ref(),
         };
         let settled = settle(&mut billing, &ending).unwrap();
         let settlement = billing.settlement.as_ref().unwrap();
@@ -137,7 +157,7 @@ fn settlements() {
     check(
         &held,
         false,
-        Some(json!({"duration": 3, "SR": 720})),
+        Some("seconds=3 resolution=720P"),
         "posted charged 330000 from [FreeTrial 100000, Plan 200000, Balance 30000]; \
          entries [Post FreeTrial 0, Post Plan 0, Post Balance 220000]",
     );
@@ -150,7 +170,7 @@ fn settlements() {
     check(
         &[(Pot::Balance, 550_000)],
         true,
-        Some(json!({"duration": 2, "SR": 720})),
+        Some("seconds=2 resolution=720P"),
         "posted charged 220000 from [Balance 220000]; entries [Charge Balance -220000]",
     );
     check(&[(Pot::Balance, 550_000)], true, None, "voided charged 0 from []; entries []");
@@ -158,7 +178,7 @@ fn settlements() {
     check(
         &[(Pot::Balance, 550_000)],
         false,
-        Some(json!({"duration": 5, "SR": 1080})),
+        Some("seconds=5 resolution=1080P"),
         "posted charged 550000 from [Balance 550000]; entries [Post Balance 0]",
     );
 }

@@ -58,6 +58,7 @@ pub fn new_task(
         callback_url: None,
         mirror: None,
         running_ms: None,
+        measured: None,
     }
 }
 

@@ -821,10 +821,11 @@ async fn settle(state: &Gateway, task_id: &str, observed: Observed) -> Outcome {
     let finished = match observed {
         Observed::Pending => return Outcome::Live { running: false },
         Observed::Running => return Outcome::Live { running: true },
-        Observed::Succeeded { results, usage } => {
+        Observed::Succeeded { results, usage, measured } => {
             finish(state, OpenTask::polled(task_id), status, move |t| {
                 t.results = results;
                 t.usage = usage;
+                t.measured = measured;
             })
             .await
         }

@@ -8,6 +8,7 @@
 use super::Hold;
 use super::{Commit, Inserted, Store, TaskRecord, TaskStatus, wal};
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
+use crate::domain::usage::{Measured, Reading};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,6 +72,9 @@ fn ended(status_of: Option<i64>) -> impl FnOnce(&mut TaskRecord) + Send + 'stati
         Some(delivered) => {
             t.status = TaskStatus::Success;
             t.usage = Some(serde_json::json!({"image_count": delivered}).into());
+            // As the upstream's adapter measures it: a negative count is none.
+            let images = u64::try_from(delivered).map_or(Reading::Unusable, Reading::Count);
+            t.measured = Some(Measured { images, ..Measured::default() });
         }
         None => t.status = TaskStatus::Failed,
     }
