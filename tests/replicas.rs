@@ -504,7 +504,7 @@ fn one_replica_sees_at_once_what_another_did() {
 fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
     use mediagate::adapters::store::postgres::{Options, Store};
     use mediagate::domain::tasks::{TaskRecord, TaskStatus};
-    use mediagate::ports::storage::{Commit, Inserted, Storage, TaskRef};
+    use mediagate::ports::storage::{Accounts, Commit, Inserted, TaskRef, Tasks};
     let cluster = Cluster::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let connect = || {
@@ -551,7 +551,7 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
 fn replicas_take_turns_at_polling_by_creation_time() {
     use mediagate::adapters::store::postgres::{Options, Store};
     use mediagate::domain::tasks::{TaskRecord, TaskStatus};
-    use mediagate::ports::storage::{Commit, Inserted, Storage, TaskRef};
+    use mediagate::ports::storage::{Accounts, Commit, Inserted, Lifecycle, TaskRef, Tasks};
     let cluster = Cluster::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let connect = || {

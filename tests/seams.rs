@@ -1,17 +1,28 @@
-//! The use cases run on their ports alone: test doubles stand in for the upstream (no HTTP, no simulator)
-//! and for the webhook endpoint, and the submit use case, the poller and the settlement run on them
-//! against a real embedded store.
+//! The use cases run on their ports alone. Test doubles stand in for the upstream (no HTTP, no simulator)
+//! and the webhook endpoint while the submit use case, the poller and the settlement run against a real
+//! embedded store; and for the store itself while a money rule (a top-up) runs.
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
 use mediagate::adapters::files::{Files, FilesConfig};
 use mediagate::adapters::store::embedded::Store;
+use mediagate::domain::billing::audit::LedgerReport;
+use mediagate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
 use mediagate::domain::billing::books::{EntryKind, Pot};
 use mediagate::domain::billing::pricing;
 use mediagate::domain::catalog::{ENDPOINTS, Media, ModelSpec};
+use mediagate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
+use mediagate::domain::listing::TaskQuery;
+use mediagate::domain::results::Mirror;
 use mediagate::domain::results::TaskResult;
+use mediagate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord};
 use mediagate::domain::tasks::{TaskStatus, hash_key};
 use mediagate::domain::usage::{Measured, Reading, Usage};
+use mediagate::domain::usage_log::UsageFilter;
+use mediagate::ports::storage::{
+    Accounts, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
+    Lifecycle, Refusal, SettingsChange, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+};
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
 use mediagate::services::copies::Copies;
@@ -167,5 +178,275 @@ fn a_submission_is_polled_to_success_and_settled_through_the_upstream_port() {
         let calls = upstream.calls.lock().unwrap().clone();
         assert_eq!(calls[0], "create alpha2.6-t2v_t2v \"alpha2.6-t2v\"");
         assert!(calls[1..].iter().all(|c| c == "query cn-beijing up-1"), "{calls:?}");
+    });
+}
+
+/// A store that keeps accounts' pots in memory and takes postings as a real one does (each pot within
+/// `MAX_MICROS`, refused whole otherwise); anything else a money rule should not touch is unreachable.
+#[derive(Default)]
+struct FakeStore {
+    pots: Mutex<std::collections::BTreeMap<String, Funds>>,
+    posted: Mutex<Vec<Posting>>,
+}
+
+fn unused() -> ! {
+    unreachable!("not part of a top-up")
+}
+
+#[async_trait::async_trait]
+impl Accounts for FakeStore {
+    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        self.pots.lock().unwrap().entry(name.into()).or_default();
+        Ok(Account { name: name.into(), created_at: String::new(), plan: None })
+    }
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        let known = self.pots.lock().unwrap().contains_key(name);
+        Ok(known.then(|| Account { name: name.into(), created_at: String::new(), plan: None }))
+    }
+    async fn set_plan(&self, _: &str, _: &str, _: i64) -> Result<Account, StoreError> {
+        unused()
+    }
+    async fn insert_key(&self, _: &str, _: &str) -> Result<(), StoreError> {
+        unused()
+    }
+    async fn key(&self, _: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        unused()
+    }
+    fn cached_key(&self, _: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        unused()
+    }
+    async fn admit_request(&self, _: &[u8; 32], _: u32) -> Result<bool, StoreError> {
+        unused()
+    }
+    async fn keys_of(&self, _: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        unused()
+    }
+    async fn revoke_keys(&self, _: &str, _: &str) -> Result<usize, StoreError> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl Ledger for FakeStore {
+    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+        let mut pots = self.pots.lock().unwrap();
+        let mut moved = pots.clone();
+        for posting in &postings {
+            let funds = moved.entry(posting.account.clone()).or_default();
+            let pot = match posting.pot {
+                Pot::FreeTrial => &mut funds.free_trial,
+                Pot::Plan => &mut funds.plan,
+                Pot::Balance => &mut funds.balance,
+            };
+            *pot = mediagate::domain::billing::checked_sum(*pot, posting.delta)
+                .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the pot would pass the maximum"))?;
+        }
+        *pots = moved;
+        self.posted.lock().unwrap().extend(postings);
+        Ok(())
+    }
+    async fn has_entries(&self, _: &str) -> Result<bool, StoreError> {
+        unused()
+    }
+    async fn funds(&self, account: &str) -> Result<Funds, StoreError> {
+        Ok(self.pots.lock().unwrap().get(account).copied().unwrap_or_default())
+    }
+    fn earmarked(&self, _: &str) -> Funds {
+        Funds::default()
+    }
+    async fn entries(&self, _: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        unused()
+    }
+    async fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
+        unused()
+    }
+    async fn usage(&self, _: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
+        unused()
+    }
+    async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        unused()
+    }
+    fn earmark_now(&self, _: &str, _: Hold) -> Option<Result<Earmark, Shortfall>> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl Tasks for FakeStore {
+    async fn add_task(
+        &self,
+        _: TaskRecord,
+        _: Option<IdempotencyClaim>,
+        _: Option<Hold>,
+        _: Commit,
+    ) -> Result<Inserted, StoreError> {
+        unused()
+    }
+    async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
+        unused()
+    }
+    async fn task(&self, _: &str) -> Result<Option<TaskRecord>, StoreError> {
+        unused()
+    }
+    async fn list_tasks(&self, _: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        unused()
+    }
+    async fn change_task(
+        &self,
+        _: TaskRef,
+        _: &[TaskStatus],
+        _: Commit,
+        _: TaskChange,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        unused()
+    }
+    async fn forwarded(&self, _: TaskRef, _: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+        unused()
+    }
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn polls_here(&self, _: &str) -> Result<bool, StoreError> {
+        unused()
+    }
+    async fn leased(&self, _: Option<String>, _: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        unused()
+    }
+    async fn abandoned(&self, _: &TaskRecord, _: i64) -> Result<bool, StoreError> {
+        unused()
+    }
+    async fn idempotency(&self, _: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl Deliveries for FakeStore {
+    async fn webhook_settings(&self, _: &str) -> Result<Option<WebhookSettings>, StoreError> {
+        unused()
+    }
+    async fn change_webhook_settings(&self, _: &str, _: SettingsChange) -> Result<WebhookSettings, StoreError> {
+        unused()
+    }
+    async fn due_deliveries(&self, _: i64, _: usize) -> Result<Vec<Delivery>, StoreError> {
+        unused()
+    }
+    async fn save_delivery(&self, _: Delivery) -> Result<(), StoreError> {
+        unused()
+    }
+    async fn replay_delivery(&self, _: &str, _: i64) -> Result<Option<Delivery>, StoreError> {
+        unused()
+    }
+    async fn delivery(&self, _: &str) -> Result<Option<Delivery>, StoreError> {
+        unused()
+    }
+    async fn deliveries(&self, _: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl CopyQueue for FakeStore {
+    async fn due_mirrors(&self, _: i64, _: i64, _: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        unused()
+    }
+    async fn renew_mirrors(&self, _: Vec<String>, _: i64) -> Result<(), StoreError> {
+        unused()
+    }
+    async fn save_mirror(&self, _: &str, _: Mirror, _: Vec<TaskResult>, _: Option<i64>) -> Result<(), StoreError> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl Switches for FakeStore {
+    async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
+        Ok(Vec::new())
+    }
+    async fn set_model_switch(&self, _: &str, _: bool) -> Result<(), StoreError> {
+        unused()
+    }
+}
+
+#[async_trait::async_trait]
+impl Lifecycle for FakeStore {
+    fn topology(&self) -> Topology {
+        Topology::Owned
+    }
+    fn poll_share(&self) -> Option<u32> {
+        Some(1)
+    }
+    async fn shared_secret(&self, _: &str, _: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        unused()
+    }
+    fn writable(&self) -> bool {
+        true
+    }
+    async fn broken(&self) {
+        std::future::pending().await
+    }
+    async fn caught_up(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn changed(&self) {
+        std::future::pending().await
+    }
+    async fn close(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// A top-up, on a stand-in for the storage port: one entry, to the balance, of the amount; an amount that
+/// is no positive amount refused before the store is asked; one the store refuses (its pot would pass the
+/// maximum) answered as a bad `amount`, and nothing of it kept.
+#[test]
+fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
+    use mediagate::domain::errors::{Code, ErrorCode};
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = Arc::new(FakeStore::default());
+    runtime.block_on(async {
+        let files = Files::new(&FilesConfig { dir: dir.path().join("results"), s3: None }).unwrap();
+        let parts = Parts {
+            store: store.clone(),
+            upstream: Arc::new(FakeUpstream {
+                measured: Measured::default(),
+                polls_running: 0,
+                calls: Mutex::default(),
+            }),
+            webhooks: Arc::new(FakeEndpoint::default()),
+            copies: Copies::new(Arc::new(files), Links::new("http://gateway.test", b"secret").unwrap(), false, 30),
+            operators: Operators::new(None),
+            settings: Settings::default(),
+            finished_task_cache_bytes: 0,
+        };
+        let gateway = Gateway::start(parts).await.unwrap();
+        store.ensure_account("acme").await.unwrap();
+
+        let view = accounts::credit(&gateway, "acme", 50_000_000, "hello".into(), EntryKind::TopUp, Pot::Balance)
+            .await
+            .unwrap();
+        assert_eq!(view["funds"]["balance"], 50_000_000);
+        let posted: Vec<String> = store
+            .posted
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|p| format!("{:?} {:?} {} {}", p.kind, p.pot, p.delta, p.note))
+            .collect();
+        assert_eq!(posted, ["TopUp Balance 50000000 hello"]);
+
+        for refused in [0, -1] {
+            let error = accounts::credit(&gateway, "acme", refused, String::new(), EntryKind::TopUp, Pot::Balance)
+                .await
+                .unwrap_err();
+            assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")), "{refused}");
+        }
+        let past = mediagate::domain::billing::MAX_MICROS;
+        let error =
+            accounts::credit(&gateway, "acme", past, String::new(), EntryKind::TopUp, Pot::Balance).await.unwrap_err();
+        assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")));
+        assert_eq!(store.posted.lock().unwrap().len(), 1, "nothing more was kept");
+        assert_eq!(store.pots.lock().unwrap()["acme"].balance, 50_000_000);
     });
 }

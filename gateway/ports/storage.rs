@@ -34,7 +34,7 @@ pub enum Inserted {
 pub struct Forwarded {
     pub task: TaskRecord,
     /// False when the store handed the task to another process sharing it, which polls it from its next
-    /// [`Storage::claim`] on.
+    /// [`Tasks::claim`] on.
     pub polled_here: bool,
 }
 
@@ -159,60 +159,97 @@ pub struct Export {
     pub deliveries: Vec<Delivery>,
 }
 
-/// A change to a live task, applied by [`Storage::change_task`] if the task is still as expected.
+/// A change to a live task, applied by [`Tasks::change_task`] if the task is still as expected.
 pub type TaskChange = Box<dyn FnOnce(&mut TaskRecord) + Send>;
 /// A change to an account's webhook settings, applied inside the write.
 pub type SettingsChange = Box<dyn FnOnce(&mut WebhookSettings) + Send>;
 
-/// What the gateway asks of its durable state. Every write is applied whole or not at all, and is durable
-/// (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
-#[async_trait::async_trait]
-pub trait Storage: Send + Sync {
-    // Accounts and keys.
+/// What the gateway asks of its durable state, by role. Every write is applied whole or not at all, and is
+/// durable (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
+/// A store is all the roles at once.
+pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Lifecycle {}
 
+impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Lifecycle> Storage for S {}
+
+/// Who shares the store, which decides where the limits, the spending decisions and the polling live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    /// One process owns it: that process keeps the accounts' limits in memory, decides spending there (a
+    /// synchronous task without an `Idempotency-Key` is written once, when it ends, its money earmarked in
+    /// memory meanwhile), and polls every task.
+    Owned,
+    /// Replicas share it: the store keeps the limits and decides every spending, and the replicas take
+    /// turns at polling.
+    Shared,
+}
+
+/// Accounts and their keys.
+#[async_trait::async_trait]
+pub trait Accounts: Send + Sync {
     /// Creates the account if it does not exist yet; returns it either way.
     async fn ensure_account(&self, name: &str) -> Result<Account, StoreError>;
+
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError>;
+
     /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of
     /// what tasks in flight hold from it), in one write: the name and the pot's entry together.
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError>;
+
     /// Stores a key for `account` (creating the account too); an existing key is left as it is.
     async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError>;
+
     /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
     async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError>;
-    /// [`Storage::key`], if its record is cached: without a store call.
+
+    /// [`Accounts::key`], if its record is cached: without a store call.
     fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>>;
-    /// Whether this store keeps the limits across the processes sharing it: each key's requests
-    /// ([`Storage::admit_request`]) and each account's unfinished tasks ([`Inserted::TooManyTasks`]); if not,
-    /// the caller keeps them in memory.
-    fn keeps_limits(&self) -> bool;
+
     /// Counts one request of the key with this hash against `per_second`: false when the key has had its
     /// requests for this second.
     async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError>;
+
     /// Every key of an account, by prefix only.
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError>;
+
     /// Revokes the account's keys starting with `prefix`; returns how many.
     async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError>;
+}
 
-    // Money.
-
+/// Money: the ledger's entries, the pots they add up to, and the spending decided in memory.
+#[async_trait::async_trait]
+pub trait Ledger: Send + Sync {
     /// Appends entries on their own (top-ups, grants).
     async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError>;
+
     /// Whether money ever moved for `account`.
     async fn has_entries(&self, account: &str) -> Result<bool, StoreError>;
+
     /// What `account` may spend: each pot less what tasks in flight have earmarked from it.
     async fn funds(&self, account: &str) -> Result<Funds, StoreError>;
-    /// What tasks in flight of `account` have earmarked in memory, per pot (left out of [`Storage::funds`]).
+
+    /// What tasks in flight of `account` have earmarked in memory, per pot (left out of [`Ledger::funds`]).
     fn earmarked(&self, account: &str) -> Funds;
+
     /// Entries of one account (or all), oldest first.
     async fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError>;
+
     /// Every pot against its entries, and every task's money against its settlement.
     async fn verify_ledger(&self) -> Result<LedgerReport, StoreError>;
+
     /// The usage log's lines `filter` keeps, oldest first: one per settled task, dated when it ended.
     async fn usage(&self, filter: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError>;
 
-    // Tasks.
+    /// Earmarks `hold` from the account's funds in memory; resolves to the earmark, or to why the account
+    /// cannot fund it.
+    async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError>;
 
+    /// [`Ledger::earmark`] when it can be decided at once (the account's funds are known in memory).
+    fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>>;
+}
+
+/// Tasks, their idempotency records and leases.
+#[async_trait::async_trait]
+pub trait Tasks: Send + Sync {
     /// Stores a new task with its idempotency record and its hold, in one write; nothing is written if the
     /// idempotency key is taken or the account cannot fund `hold`.
     async fn add_task(
@@ -222,21 +259,16 @@ pub trait Storage: Send + Sync {
         hold: Option<Hold>,
         commit: Commit,
     ) -> Result<Inserted, StoreError>;
-    /// Whether a synchronous task without an `Idempotency-Key` may be written once, when it ends, its money
-    /// earmarked in memory meanwhile ([`Storage::earmark`], [`Storage::add_ended`]). Only where one process
-    /// owns every account's funds; elsewhere such a task is stored with a hold like any other.
-    fn earmarks_in_memory(&self) -> bool;
-    /// Earmarks `hold` from the account's funds in memory; resolves to the earmark, or to why the account
-    /// cannot fund it.
-    async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError>;
-    /// [`Storage::earmark`] when it can be decided at once (the account's funds are known in memory).
-    fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>>;
+
     /// Stores a task that has ended with its settlement, charged from `earmark`, in one durable write.
     async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError>;
+
     async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError>;
+
     /// The account's tasks `query` selects, newest first (by creation time, then task id), at most
     /// `query.limit` of them.
     async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError>;
+
     /// Applies `change` if the task is still in one of `expected` (a compare-and-swap); a change to a
     /// terminal state settles the task's money in the same write. `None` when the task moved on meanwhile
     /// or does not exist.
@@ -247,59 +279,73 @@ pub trait Storage: Send + Sync {
         commit: Commit,
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError>;
+
     /// Records that the upstream accepted a queued task this process submitted (`change` sets its upstream
     /// task id), durably, and decides which process polls it. Where processes share the store, each polls
     /// the tasks created in its own slices of time, so that one list call over a window of creation time
     /// reports its own tasks, not everyone's.
     async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError>;
+
     /// Live tasks this process is to poll from now on: those no process polls (the first call: those of the
     /// processes before; later, those whose poller's lease ran out), and those handed to it.
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError>;
+
     /// Whether the task is live and this process polls it (holds its lease, where processes share the store).
     async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError>;
+
     /// Where processes share the store: the live tasks this process holds the lease of, by id after `after`,
     /// at most `limit`, for its poller to check it has every one. `None` where one process polls every task.
     async fn leased(&self, after: Option<String>, limit: usize) -> Result<Option<Vec<TaskRecord>>, StoreError>;
+
     /// Whether a live task without an upstream task id was left by the process submitting it (it stopped
     /// before forwarding it). `started_ms`: when this process opened the store.
     async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError>;
-    /// How many processes share the upstream keys' query limits (each takes its share); `None` while this
-    /// one may not query yet (it has just joined, and the others may not know yet).
-    fn poll_share(&self) -> Option<u32>;
+
     /// The idempotency record stored under `key`.
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+}
 
-    // Webhooks.
-
+/// Webhook settings and deliveries.
+#[async_trait::async_trait]
+pub trait Deliveries: Send + Sync {
     async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError>;
-    /// Applies `change` to the account's webhook settings (empty ones if it has none yet), in one write;
+
     /// resolves to the settings as written.
     async fn change_webhook_settings(
         &self,
         account: &str,
         change: SettingsChange,
     ) -> Result<WebhookSettings, StoreError>;
+
     /// Pending deliveries due by `now_ms`, oldest due first, at most `limit`; where processes share the
     /// store, each is leased to this one for a while, so that one process attempts it at a time.
     async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError>;
+
     /// Writes what an attempt made of a delivery, a replay asked for meanwhile standing
     /// ([`Delivery::after_attempt`]); where processes share the store, this process's lease on it ends.
     async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError>;
+
     /// Makes a delivery due now whatever became of it ([`Delivery::replay`]); `None` if there is none. An
     /// attempt under way goes on (and keeps its lease); the replay is sent after it.
     async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError>;
+
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
+
     /// The deliveries `filter` keeps, newest first.
     async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError>;
+}
 
-    // Result mirroring.
-
+/// Result copies waiting to be made.
+#[async_trait::async_trait]
+pub trait Copies: Send + Sync {
     /// Tasks whose results wait to be copied, due by `now_ms`, at most `limit`; each is set aside for
     /// `lease_ms` (not given again meanwhile, by this process or another), so a copy cut short by a crash
     /// is made again after it.
     async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
+
     /// Sets the copies of `task_ids`, under way here, aside until `until_ms` (their lease renewed).
     async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError>;
+
     /// Writes a task's mirroring (and its results) as it stands after an attempt; `retry_ms` keeps it
     /// queued until then, `None` takes it off the queue (mirrored, or given up).
     async fn save_mirror(
@@ -309,14 +355,26 @@ pub trait Storage: Send + Sync {
         results: Vec<TaskResult>,
         retry_ms: Option<i64>,
     ) -> Result<(), StoreError>;
+}
 
-    // Model switches.
-
+/// Models switched on or off by an operator.
+#[async_trait::async_trait]
+pub trait Switches: Send + Sync {
     /// Models switched on or off by an operator, overriding the spec's `enabled`.
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError>;
-    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError>;
 
-    // The store itself.
+    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError>;
+}
+
+/// The store itself: who shares it, whether it takes writes, and its shared secrets.
+#[async_trait::async_trait]
+pub trait Lifecycle: Send + Sync {
+    /// Who shares the store.
+    fn topology(&self) -> Topology;
+
+    /// How many processes share the upstream keys' query limits (each takes its share); `None` while this
+    /// one may not query yet (it has just joined, and the others may not know yet).
+    fn poll_share(&self) -> Option<u32>;
 
     /// A secret every process sharing the store signs with (result links, console sessions): the one kept
     /// under `name`, else `made`, kept from now on. `None` where one process owns the store, which keeps its
@@ -325,15 +383,19 @@ pub trait Storage: Send + Sync {
 
     /// Whether the store takes writes now.
     fn writable(&self) -> bool;
+
     /// Resolves if the store can never take writes again (the process should stop); never, where an
     /// outage is waited out.
     async fn broken(&self);
+
     /// Resolves once every write applied so far is durable: for answers that show state another request
     /// wrote (a task read, an idempotent replay) and must not get ahead of its commit.
     async fn caught_up(&self) -> Result<(), StoreError>;
+
     /// Resolves when keys or model switches may have been changed by another process sharing the store
     /// (at once when told, at the latest after a short while); never for a store only this process writes.
     async fn changed(&self);
+
     /// Commits what is queued and stops taking writes. Call once the server has stopped.
     async fn close(&self) -> Result<(), StoreError>;
 }

@@ -3,6 +3,7 @@
 
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::KeyRecord;
+use crate::ports::storage::Topology;
 use crate::services::Gateway;
 use crate::services::errors::ServiceError;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ impl Caller {
 /// cached and its requests are counted in memory (the usual case on the embedded store). `None` when the
 /// store must be asked ([`authenticate`]).
 pub fn authenticate_now(state: &Gateway, hash: [u8; 32]) -> Option<Result<Caller, Problem>> {
-    if state.store.keeps_limits() {
+    if state.store.topology() == Topology::Shared {
         return None;
     }
     let record = state.store.cached_key(&hash)?;
@@ -39,7 +40,7 @@ pub fn authenticate_now(state: &Gateway, hash: [u8; 32]) -> Option<Result<Caller
 /// unknown, over its rate). The console's client sessions are checked so on every request.
 pub async fn authenticate(state: &Gateway, hash: [u8; 32]) -> Result<Caller, ServiceError> {
     let record = state.store.key(&hash).await?;
-    if state.store.keeps_limits() && record.as_ref().is_some_and(|r| !r.revoked) {
+    if state.store.topology() == Topology::Shared && record.as_ref().is_some_and(|r| !r.revoked) {
         let per_second = state.settings.limits.requests_per_second_per_key;
         if !state.store.admit_request(&hash, per_second).await? {
             return Err(crate::services::limits::rate_limited().into());

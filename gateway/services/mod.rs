@@ -15,7 +15,7 @@ pub mod tasks;
 pub mod webhook_settings;
 
 use crate::domain::registry::Registry;
-use crate::ports::storage::Storage;
+use crate::ports::storage::{Storage, Topology};
 use crate::ports::upstream::Upstream;
 use crate::ports::webhooks::WebhookSender;
 use copies::Copies;
@@ -69,7 +69,8 @@ impl Gateway {
         // Read once: the tasks this process polls from now on (every live one, on a store it owns alone,
         // which its in-flight slots start from too; a store shared by replicas keeps the limits itself).
         let claimed = store.claim().await.map_err(|e| e.to_string())?;
-        let limits = Limits::new(&settings.limits, !store.keeps_limits());
+        // Where the store is this process's alone, the accounts' limits are kept here.
+        let limits = Limits::new(&settings.limits, store.topology() == Topology::Owned);
         limits.restore(claimed.iter().map(|t| t.account.clone()));
         Ok(Gateway {
             registry: Registry::new(switches)?,

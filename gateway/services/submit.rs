@@ -12,7 +12,7 @@ use crate::domain::billing::pricing;
 use crate::domain::catalog::{EndpointSpec, ModelSpec, SyncResponse, TaskMode};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskError, TaskRecord, TaskStatus};
-use crate::ports::storage::{Commit, IdempotencyClaim, Inserted};
+use crate::ports::storage::{Commit, IdempotencyClaim, Inserted, Topology};
 use crate::ports::upstream::Created;
 use crate::services::Gateway;
 use crate::services::auth::Caller;
@@ -94,7 +94,7 @@ async fn run(
     let mut billing = TaskBilling { quoted, units, baseline, ..TaskBilling::default() };
     let hold = Hold { amount: quoted, trial_only: admitted.model.free_trial_only };
     let synchronous = admitted.model.task_mode == TaskMode::Sync;
-    if synchronous && idempotency.is_none() && state.store.earmarks_in_memory() {
+    if synchronous && idempotency.is_none() && state.store.topology() == Topology::Owned {
         // Written once, when it ends: its money is earmarked in memory meanwhile. A keyed request is stored
         // first (below), so that a retry while the upstream works finds it; so is every task where money is
         // decided in the database.

@@ -2,7 +2,7 @@
 //! several. Both ledgers are verified: the source before anything is written, the target after.
 
 use super::{embedded, postgres};
-use crate::ports::storage::{Storage, StoreError};
+use crate::ports::storage::{Ledger, Lifecycle, StoreError};
 use serde::Serialize;
 use std::path::Path;
 
@@ -43,7 +43,7 @@ pub async fn copy(data_dir: &Path, to: postgres::Options) -> Result<Copied, Stor
         let kept = target.shared_secret(super::LINK_SECRET, secret.clone()).await?;
         copied.link_secret = kept == Some(secret);
     }
-    let after = Storage::verify_ledger(&target).await;
+    let after = Ledger::verify_ledger(&target).await;
     target.close().await?;
     let after = after?;
     if !after.problems.is_empty() || after.entries != before.entries {

@@ -1,9 +1,11 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
+use super::blocking;
 use super::ledger;
 use super::{ACCOUNTS, Account, KEYS, KeyRecord, Refusal, Store, StoreError, Tx, decode, encode};
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::tasks::hash_key;
+use crate::ports::storage::Accounts;
 use std::sync::Arc;
 
 /// The account, created in `tx` if it does not exist yet.
@@ -141,5 +143,48 @@ impl Store {
         })?;
         self.key_cache.invalidate();
         Ok(count)
+    }
+}
+
+#[async_trait::async_trait]
+impl Accounts for Store {
+    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+        let name = name.to_string();
+        blocking(self, move |store| store.ensure_account(&name)).await
+    }
+
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+        Store::account(self, name)
+    }
+
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan) = (account.to_string(), plan.to_string());
+        blocking(self, move |store| store.set_plan(&account, &plan, allowance)).await
+    }
+
+    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        let (account, key) = (account.to_string(), key.to_string());
+        blocking(self, move |store| store.insert_key(&account, &key)).await
+    }
+
+    async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        Store::key(self, hash)
+    }
+
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        self.key_cache.get(hash).1
+    }
+
+    async fn admit_request(&self, _: &[u8; 32], _: u32) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+        Store::keys_of(self, account)
+    }
+
+    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
+        let (account, prefix) = (account.to_string(), prefix.to_string());
+        blocking(self, move |store| store.revoke_keys(&account, &prefix)).await
     }
 }

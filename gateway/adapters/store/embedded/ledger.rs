@@ -13,10 +13,14 @@ use super::earmarks::{Book, Move};
 use super::overlay::{ReadTable, View};
 use super::tables::{LEDGER_SEQ, SEQUENCES};
 use super::{FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
+use super::{Hold, blocking};
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::audit;
 use crate::domain::billing::audit::{LedgerReport, TaskMoney};
+use crate::domain::billing::books::Shortfall;
 use crate::domain::billing::books::{Entry, EntryKind, Funds, Posting};
+use crate::domain::usage_log::UsageFilter;
+use crate::ports::storage::Ledger;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -247,4 +251,43 @@ fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreE
     }
     entries.sort_by_key(|entry| entry.seq);
     Ok((entries, tasks))
+}
+
+#[async_trait::async_trait]
+impl Ledger for Store {
+    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+        blocking(self, move |store| store.post(&postings)).await
+    }
+
+    async fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
+        Store::has_entries(self, account)
+    }
+
+    async fn funds(&self, account: &str) -> Result<Funds, StoreError> {
+        Store::funds(self, account)
+    }
+
+    fn earmarked(&self, account: &str) -> Funds {
+        Store::earmarked(self, account)
+    }
+
+    async fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        Store::entries(self, account)
+    }
+
+    async fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
+        blocking(self, Store::verify_ledger).await
+    }
+
+    async fn usage(&self, filter: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
+        Store::usage(self, &filter)
+    }
+
+    async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        Store::earmark(self, account, hold).await
+    }
+
+    fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
+        Store::earmark_now(self, account, hold)
+    }
 }

@@ -5,6 +5,7 @@ use super::tables::{PENDING_MIRRORS, TASKS};
 use super::{Commit, Store, StoreError, TaskRecord, Tx, decode, encode};
 use crate::domain::results::Mirror;
 use crate::domain::results::TaskResult;
+use crate::ports::storage::Copies;
 
 /// Queues the copy of `task`'s results, if its end asks for one, in the write that ends it.
 pub(super) fn enqueue(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
@@ -90,5 +91,26 @@ impl Store {
             }
         })
         .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Copies for Store {
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        Store::due_mirrors(self, now_ms, lease_ms, limit).await
+    }
+
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        Store::renew_mirrors(self, task_ids, until_ms).await
+    }
+
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        Store::save_mirror(self, task_id, mirror, results, retry_ms).await
     }
 }

@@ -65,7 +65,6 @@ fn index_deliveries_due(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod properties;
-mod storage;
 mod syncer;
 mod tables;
 mod tasks;
@@ -89,6 +88,7 @@ pub(crate) use tables::{
     ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, TASKS_BY_ACCOUNT,
 };
 
+use crate::ports::storage::{Lifecycle, Switches, Topology};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::Path;
 use std::sync::Arc;
@@ -240,6 +240,64 @@ impl Store {
 #[doc(hidden)]
 pub fn replay_log_bytes(bytes: &[u8]) -> Result<usize, StoreError> {
     wal::replay_bytes(bytes)
+}
+
+/// Runs one of the store's blocking calls off the async worker.
+async fn blocking<T: Send + 'static>(
+    store: &Store,
+    call: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || call(&store))
+        .await
+        .map_err(|e| StoreError::new(format!("a store call stopped: {e}")))?
+}
+
+#[async_trait::async_trait]
+impl Switches for Store {
+    async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
+        Store::model_switches(self)
+    }
+
+    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
+        let model = model.to_string();
+        blocking(self, move |store| store.set_model_switch(&model, enabled)).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Lifecycle for Store {
+    fn topology(&self) -> Topology {
+        Topology::Owned
+    }
+
+    fn poll_share(&self) -> Option<u32> {
+        Some(1)
+    }
+
+    async fn shared_secret(&self, _: &str, _: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
+    fn writable(&self) -> bool {
+        Store::writable(self)
+    }
+
+    async fn broken(&self) {
+        Store::broken(self).await
+    }
+
+    async fn caught_up(&self) -> Result<(), StoreError> {
+        Store::caught_up(self).await
+    }
+
+    async fn changed(&self) {
+        std::future::pending().await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        blocking(self, Store::close).await
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use super::{
 use crate::domain::billing::books::{Shortfall, hold_postings};
 use crate::domain::listing::TaskQuery;
 use crate::domain::usage_log::UsageFilter;
+use crate::ports::storage::{Forwarded, TaskChange, Tasks};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -236,4 +237,69 @@ fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option
 fn queue_follow_ups(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
     super::webhooks::enqueue(tx, task)?;
     super::mirrors::enqueue(tx, task)
+}
+
+#[async_trait::async_trait]
+impl Tasks for Store {
+    async fn add_task(
+        &self,
+        new: TaskRecord,
+        idempotency: Option<IdempotencyClaim>,
+        hold: Option<Hold>,
+        commit: Commit,
+    ) -> Result<Inserted, StoreError> {
+        Store::add_task(self, new, idempotency, hold, commit).await
+    }
+
+    async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError> {
+        Store::add_ended(self, task, earmark).await
+    }
+
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        Store::task(self, task_id)
+    }
+
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+        Store::list_tasks(self, &query)
+    }
+
+    async fn change_task(
+        &self,
+        task: TaskRef,
+        expected: &[TaskStatus],
+        commit: Commit,
+        change: TaskChange,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        Store::change_task(self, task, expected, commit, change).await
+    }
+
+    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+        let written = Store::change_task(self, task, &[TaskStatus::Queued], Commit::Durable, change).await?;
+        Ok(written.map(|task| Forwarded { task, polled_here: true }))
+    }
+
+    async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        // This process polls every task of the store: all that are live when it first asks, and then
+        // those it submits itself.
+        if self.claimed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(Vec::new());
+        }
+        Store::in_flight(self)
+    }
+
+    async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError> {
+        Ok(Store::task(self, task_id)?.is_some_and(|task| !task.status.is_terminal()))
+    }
+
+    async fn leased(&self, _: Option<String>, _: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
+        Ok(None)
+    }
+
+    async fn abandoned(&self, task: &TaskRecord, started_ms: i64) -> Result<bool, StoreError> {
+        Ok(task.created_ms < started_ms)
+    }
+
+    async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Store::idempotency(self, key)
+    }
 }

@@ -4,6 +4,7 @@
 use super::tables::{DELIVERIES, DELIVERIES_DUE, WEBHOOK_SETTINGS};
 use super::{Commit, Store, StoreError, TaskRecord, Tx, decode, encode};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState, WebhookSettings};
+use crate::ports::storage::Deliveries;
 use crate::ports::storage::SettingsChange;
 
 /// Queues the delivery of `task`'s end, if it has an endpoint, in the write that ends it.
@@ -124,5 +125,40 @@ impl Store {
         kept.sort_by(|a, b| b.id.cmp(&a.id));
         kept.truncate(filter.limit);
         Ok(kept)
+    }
+}
+
+#[async_trait::async_trait]
+impl Deliveries for Store {
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
+        Store::webhook_settings(self, account)
+    }
+
+    async fn change_webhook_settings(
+        &self,
+        account: &str,
+        change: SettingsChange,
+    ) -> Result<WebhookSettings, StoreError> {
+        Store::change_webhook_settings(self, account, change).await
+    }
+
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+        Store::due_deliveries(self, now_ms, limit)
+    }
+
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+        Store::save_delivery(self, attempted).await
+    }
+
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+        Store::replay_delivery(self, id, now_ms).await
+    }
+
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+        Store::delivery(self, id)
+    }
+
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+        Store::deliveries(self, &filter)
     }
 }

@@ -34,7 +34,8 @@ use crate::domain::results::TaskResult;
 use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
-    Commit, Earmark, Forwarded, IdempotencyClaim, Inserted, SettingsChange, Storage, StoreError, TaskChange, TaskRef,
+    Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle,
+    SettingsChange, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -229,7 +230,7 @@ fn db_error(e: tokio_postgres::Error) -> StoreError {
 }
 
 #[async_trait::async_trait]
-impl Storage for Store {
+impl Accounts for Store {
     async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
         let name = name.to_string();
         self.with(move |client| async move { accounts::ensure(&client, &name).await }).await
@@ -271,10 +272,6 @@ impl Storage for Store {
         self.keys.get(hash).1
     }
 
-    fn keeps_limits(&self) -> bool {
-        true
-    }
-
     async fn admit_request(&self, hash: &[u8; 32], per_second: u32) -> Result<bool, StoreError> {
         let second = crate::domain::clock::now_ms().div_euclid(1000);
         if self.rates.spend(hash, second).is_some() {
@@ -303,7 +300,10 @@ impl Storage for Store {
         self.keys.invalidate();
         Ok(revoked)
     }
+}
 
+#[async_trait::async_trait]
+impl Ledger for Store {
     async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
         self.with(move |mut client| async move {
             let tx = client.transaction().await.map_err(db_error)?;
@@ -341,6 +341,17 @@ impl Storage for Store {
         self.with(move |client| async move { tasks::usage(&client, &filter).await }).await
     }
 
+    async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
+        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
+    }
+
+    fn earmark_now(&self, _: &str, _: Hold) -> Option<Result<Earmark, Shortfall>> {
+        None
+    }
+}
+
+#[async_trait::async_trait]
+impl Tasks for Store {
     async fn add_task(
         &self,
         new: TaskRecord,
@@ -353,18 +364,6 @@ impl Storage for Store {
             tasks::add(&mut client, tasks::New { task: new, idempotency, hold, cap }, &replica).await
         })
         .await
-    }
-
-    fn earmarks_in_memory(&self) -> bool {
-        false
-    }
-
-    async fn earmark(&self, _: &str, _: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
-        Err(StoreError::new("money is decided in the database: nothing is earmarked in memory"))
-    }
-
-    fn earmark_now(&self, _: &str, _: Hold) -> Option<Result<Earmark, Shortfall>> {
-        None
     }
 
     async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
@@ -426,37 +425,14 @@ impl Storage for Store {
         self.with(move |client| async move { replicas::abandoned(&client, &task_id, &replica).await }).await
     }
 
-    fn poll_share(&self) -> Option<u32> {
-        self.replica.share()
-    }
-
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
         let key = key.to_string();
         self.with(move |client| async move { tasks::idempotency(&client, &key).await }).await
     }
+}
 
-    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
-        self.with(move |client| async move { mirrors::due(&client, now_ms, lease_ms, limit).await }).await
-    }
-
-    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
-        self.with(move |client| async move { mirrors::renew(&client, &task_ids, until_ms).await }).await
-    }
-
-    async fn save_mirror(
-        &self,
-        task_id: &str,
-        mirror: Mirror,
-        results: Vec<TaskResult>,
-        retry_ms: Option<i64>,
-    ) -> Result<(), StoreError> {
-        let task_id = task_id.to_string();
-        self.with(
-            move |mut client| async move { mirrors::save(&mut client, &task_id, mirror, results, retry_ms).await },
-        )
-        .await
-    }
-
+#[async_trait::async_trait]
+impl Deliveries for Store {
     async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
         let account = account.to_string();
         self.with(move |client| async move { webhooks::settings(&client, &account).await }).await
@@ -492,7 +468,35 @@ impl Storage for Store {
     async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
         self.with(move |client| async move { webhooks::list(&client, &filter).await }).await
     }
+}
 
+#[async_trait::async_trait]
+impl Copies for Store {
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        self.with(move |client| async move { mirrors::due(&client, now_ms, lease_ms, limit).await }).await
+    }
+
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+        self.with(move |client| async move { mirrors::renew(&client, &task_ids, until_ms).await }).await
+    }
+
+    async fn save_mirror(
+        &self,
+        task_id: &str,
+        mirror: Mirror,
+        results: Vec<TaskResult>,
+        retry_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let task_id = task_id.to_string();
+        self.with(
+            move |mut client| async move { mirrors::save(&mut client, &task_id, mirror, results, retry_ms).await },
+        )
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Switches for Store {
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
         self.with(|client| async move { accounts::model_switches(&client).await }).await
     }
@@ -500,6 +504,17 @@ impl Storage for Store {
     async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
         let model = model.to_string();
         self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Lifecycle for Store {
+    fn topology(&self) -> Topology {
+        Topology::Shared
+    }
+
+    fn poll_share(&self) -> Option<u32> {
+        self.replica.share()
     }
 
     async fn shared_secret(&self, name: &str, made: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
