@@ -19,6 +19,7 @@ use mediagate::domain::catalog::{MODELS, Media, ModelSpec, TaskMode};
 use mediagate::domain::clock::local_time;
 use mediagate::domain::results::TaskResult;
 use mediagate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
+use mediagate::domain::usage::{Measured, Reading};
 use mediagate::ports::storage::Commit;
 use serde_json::{Map, json};
 use std::path::{Path, PathBuf};
@@ -125,6 +126,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         callback_url: None,
         mirror: None,
         running_ms: None,
+        measured: None,
     }
 }
 
@@ -152,17 +154,26 @@ fn finished_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &
     match status {
         TaskStatus::Success => {
             let expires = local_time(finished + 86_400_000);
-            let (count, ext, usage) = match model.media {
+            // The usage report as the upstream sends it, and what the gateway measures in it.
+            let (count, ext, usage, measured) = match model.media {
                 Media::Video => {
                     let usage = json!({"duration": 5, "size": "1280*720", "input_video_duration": 0,
                         "output_video_duration": 5, "video_count": 1, "SR": 720});
-                    (1, "mp4", usage)
+                    let measured = Measured {
+                        seconds: Reading::Count(5.0),
+                        input_video_seconds: Reading::Count(0.0),
+                        resolution: Some("720P".into()),
+                        ..Measured::NOTHING
+                    };
+                    (1, "mp4", usage, measured)
                 }
                 Media::Image => {
                     let n = task.billing.as_ref().and_then(|b| b.units.images).unwrap_or(1);
-                    (n, "png", json!({"image_count": n, "width": 1024, "height": 1024}))
+                    let usage = json!({"image_count": n, "width": 1024, "height": 1024});
+                    (n, "png", usage, Measured { images: Reading::Count(n), ..Measured::NOTHING })
                 }
             };
+            task.measured = Some(measured);
             task.results = (0..count)
                 .map(|i| TaskResult {
                     // The length of a signed object-store URL, as upstreams hand them out.
