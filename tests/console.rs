@@ -73,6 +73,13 @@ fn a_console_session_reaches_only_what_its_key_or_token_may() {
         (reply.status().as_u16(), reply.body_mut().read_to_string().unwrap_or_default())
     };
 
+    // The gateway's address in a browser leads to the console: its sign-in page, for no session.
+    let root = agent.get(demo.url("/")).call().unwrap();
+    assert_eq!(
+        (root.status().as_u16(), root.headers().get("location").unwrap().to_str().unwrap()),
+        (303, "/console/sign-in")
+    );
+
     let client = sign_in("api_key", &mine);
     assert_eq!(get(&client, &format!("/console/tasks/{their_task}")).0, 404, "another account's task");
     let (status, usage) = get(&client, "/console/usage?account=theirs");

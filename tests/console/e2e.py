@@ -22,8 +22,56 @@ def shot(page, name):
     page.screenshot(path=os.path.join(SHOTS, f"{name}.png"), full_page=True)
 
 
+# What a person would call a broken layout, found in the page as drawn: a word split over two lines, a button
+# whose label wraps, or anything wider than the window (a wide table scrolls inside its own box instead).
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const lines = (range) => new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest("pre, script, style")) continue;
+    const text = node.textContent;
+    // Prose (.text) may break after a hyphen, as print does; an id, a time or a status never breaks.
+    const words = node.parentElement.closest(".text") ? /[^\\s-]+-?/g : /\\S+/g;
+    for (const match of text.matchAll(words)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      if (lines(range) > 1) problems.push(`word broken: ${match[0]}`);
+    }
+  }
+  for (const button of document.querySelectorAll("button")) {
+    const range = document.createRange();
+    range.selectNodeContents(button);
+    if (lines(range) > 1) problems.push(`button wraps: ${button.textContent.trim()}`);
+  }
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth) problems.push(`page overflows: ${page.scrollWidth} > ${page.clientWidth}`);
+  return problems;
+}"""
+
+
+# Bytes on the wire of each page's HTML (compressed), by path.
+SENT = {}
+
+
+def check_layout(page, paths, name):
+    """Opens each path at 1366 and 800 px, screenshots it and checks its layout."""
+    for width in (1366, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in paths:
+            response = page.goto(URL + path)
+            assert response.headers.get("content-encoding") == "gzip", (path, response.headers)
+            if width == 1366:
+                SENT[path] = response.request.sizes()["responseBodySize"]
+            problems = page.evaluate(LAYOUT_PROBLEMS)
+            slug = path.strip("/").replace("/", "-").replace("?", "-").replace("=", "-").replace("&", "-")
+            page.screenshot(path=os.path.join(SHOTS, "layout", f"{name}-{slug}-{width}.png"), full_page=True)
+            assert not problems, f"{path} at {width} px: {problems[:10]}"
+
+
 def main():
-    os.makedirs(SHOTS, exist_ok=True)
+    os.makedirs(os.path.join(SHOTS, "layout"), exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         operator = browser.new_context().new_page()
@@ -97,6 +145,7 @@ def main():
 
         # The task's page tells its life; the usage page lists it, and its CSV export too.
         client.get_by_role("link", name=re.compile(r"^task-")).first.click()
+        client_task_path = client.url[len(URL):]
         expect(client.locator(".timeline")).to_contain_text("ended: success")
         expect(client.locator(".timeline")).to_contain_text("settled")
         shot(client, "07-client-task")
@@ -144,6 +193,18 @@ def main():
         operator.get_by_role("button", name="Verify the ledger").click()
         expect(operator.locator("[data-ledger]")).to_contain_text("The ledger verifies")
         shot(operator, "12-ledger")
+
+        # Every page, as each kind of viewer sees it, at a laptop's width and a narrow window's.
+        check_layout(browser.new_context().new_page(), ["/console/sign-in"], "anyone")
+        check_layout(operator, ["/console/overview", "/console/accounts/e2e-studio", "/console/models",
+                                "/console/usage?account=e2e-studio", "/console/tasks?account=e2e-studio",
+                                "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio"],
+                     "operator")
+        check_layout(client, ["/console/home", "/console/tasks", client_task_path, "/console/usage",
+                              "/console/playground"], "client")
+        client.set_viewport_size({"width": 390, "height": 844})
+        heaviest = max(SENT, key=SENT.get)
+        print(f"heaviest page: {heaviest}, {SENT[heaviest]} bytes sent")
 
         # The operator revokes the key; the client's next request is refused.
         operator.goto(URL + "/console/accounts/e2e-studio")

@@ -15,6 +15,15 @@ pub enum Pot {
 
 impl Pot {
     pub const FUNDING_ORDER: [Pot; 3] = [Pot::FreeTrial, Pot::Plan, Pot::Balance];
+
+    /// The pot in a person's words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Pot::FreeTrial => "free trial",
+            Pot::Plan => "plan",
+            Pot::Balance => "balance",
+        }
+    }
 }
 
 /// Available amounts of an account's pots, in micro-units.

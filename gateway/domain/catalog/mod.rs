@@ -157,6 +157,18 @@ pub enum BillingRule {
     PerToken { placeholder: bool, price: TokenPrice },
 }
 
+impl BillingRule {
+    /// The price is a placeholder until the back office sets the real one.
+    pub fn placeholder(&self) -> bool {
+        match *self {
+            BillingRule::PerSecond { placeholder, .. }
+            | BillingRule::PerImage { placeholder, .. }
+            | BillingRule::PerCall { placeholder, .. }
+            | BillingRule::PerToken { placeholder, .. } => placeholder,
+        }
+    }
+}
+
 /// One model record.
 #[derive(Debug)]
 pub struct ModelSpec {

@@ -27,8 +27,12 @@ pub use session::Sessions;
 use session::{Role, Session};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // A person who opens the gateway's address in a browser lands in the console.
+    cfg.route("/", web::get().to(index));
     cfg.service(
         web::scope("/console")
+            // Pages and assets go gzipped to a browser that takes it; the API's routes are left as they are.
+            .wrap(actix_web::middleware::Compress::default())
             .route("", web::get().to(index))
             .route("/", web::get().to(index))
             .route("/sign-in", web::get().to(sign_in_page))

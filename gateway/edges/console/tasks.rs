@@ -111,6 +111,8 @@ struct TaskPage {
     timeline: Vec<(String, String)>,
     previews: Vec<String>,
     video: bool,
+    /// `(what, how much)`: the quote, and once settled what was charged and from which pot.
+    billing: Vec<(String, String)>,
     view: String,
 }
 
@@ -140,10 +142,27 @@ async fn page(state: web::Data<Gateway>, req: HttpRequest, task_id: web::Path<St
         timeline: timeline(&task),
         previews: previews.collect(),
         video: task.media == Media::Video,
+        billing: billing(&task),
         view: serde_json::to_string_pretty(&view).unwrap_or_default(),
         task,
     };
     Ok(html(StatusCode::OK, &page))
+}
+
+/// The task's money as a person reads it, in units.
+fn billing(task: &TaskRecord) -> Vec<(String, String)> {
+    let money = super::charts::money;
+    let Some(billing) = &task.billing else { return Vec::new() };
+    let mut rows = vec![("Quoted".to_string(), money(billing.quoted))];
+    if let Some(settled) = &billing.settlement {
+        rows.push(("Settled".into(), settled.outcome.clone()));
+        rows.push(("List price of what was delivered".into(), money(settled.list_price)));
+        rows.push(("Charged".into(), money(settled.charged)));
+        for (pot, amount) in &settled.by_pot {
+            rows.push((format!("from the {}", pot.label()), money(*amount)));
+        }
+    }
+    rows
 }
 
 /// What the record tells of the task's life, in order.
