@@ -129,7 +129,7 @@ fn webhook_commands_work_for_any_account_name() {
     let receiver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hooks", receiver.local_addr().unwrap());
     assert_eq!(admin(&["webhook", "endpoint", name, &url])["endpoint"], url.as_str());
-    admin(&["account", "top-up", name, "100000000"]);
+    admin(&["account", "top-up", name, "100"]);
     let key = admin(&["key", "create", name])["key"].as_str().unwrap().to_string();
     let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 5});
     let task_id = demo.post_as(&key, "/v1/videos/generations", &body).json["task_id"].as_str().unwrap().to_string();

@@ -80,9 +80,28 @@ fn the_admin_cli_drives_the_admin_api() {
         (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string())
     };
     assert!(cli(&["account", "create", "cli-co"]).0);
-    assert!(cli(&["account", "top-up", "cli-co", "5000000"]).0);
+    // Money is typed in units; micro-units only under --micros.
+    assert!(cli(&["account", "top-up", "cli-co", "4.5"]).0);
+    assert!(cli(&["account", "top-up", "cli-co", "--micros", "500000"]).0);
     let (ok, shown) = cli(&["account", "show", "cli-co"]);
     assert!(ok && shown.contains("\"balance\": 5000000"), "{shown}");
+    for (args, says) in [
+        (&["account", "top-up", "cli-co", "1,5"][..], "`AMOUNT` is an amount in units, written like 50 or 1.5"),
+        (&["account", "top-up", "cli-co", "0.0000001"][..], "more than 6 decimals"),
+        (&["account", "top-up", "cli-co", "--micros", "1.5"][..], "whole number of micro-units"),
+        (&["account", "plan", "cli-co", "pro", "20000000000"][..], "`ALLOWANCE` is more than 10000000000 units"),
+    ] {
+        let refused = std::process::Command::new(env!("CARGO_BIN_EXE_mediagate"))
+            .args(["admin", "--url", &demo.base])
+            .args(args)
+            .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success() && stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let (_, shown) = cli(&["account", "show", "cli-co"]);
+    assert!(shown.contains("\"balance\": 5000000"), "a refused amount moved money: {shown}");
     let (ok, key) = cli(&["key", "create", "cli-co"]);
     assert!(ok && key.contains("\"key\""), "{key}");
     let (ok, csv) = cli(&["usage", "--format", "csv"]);

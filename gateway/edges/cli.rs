@@ -116,8 +116,11 @@ pub enum AccountCommand {
     TopUp {
         /// The account's name.
         name: String,
-        /// Micro-units (1 unit = 1,000,000).
-        amount: i64,
+        /// Units, as a decimal number (`50`, `1.5`); with --micros, whole micro-units.
+        amount: String,
+        /// The amount is in micro-units (1 unit = 1000000), as the admin HTTP API takes it.
+        #[arg(long)]
+        micros: bool,
     },
     /// Put the account on a plan: its name, and the plan pot set to the allowance.
     Plan {
@@ -125,15 +128,21 @@ pub enum AccountCommand {
         name: String,
         /// The plan's name, shown by `account show`.
         plan: String,
-        /// Micro-units the account may spend from the plan pot.
-        allowance: i64,
+        /// What the account may spend from the plan pot: units (`50`, `1.5`); with --micros, micro-units.
+        allowance: String,
+        /// The allowance is in micro-units (1 unit = 1000000), as the admin HTTP API takes it.
+        #[arg(long)]
+        micros: bool,
     },
     /// Add free-trial money (spent first, and the only money free-trial-only models take).
     GrantTrial {
         /// The account's name.
         name: String,
-        /// Micro-units (1 unit = 1,000,000).
-        amount: i64,
+        /// Units, as a decimal number (`50`, `1.5`); with --micros, whole micro-units.
+        amount: String,
+        /// The amount is in micro-units (1 unit = 1000000), as the admin HTTP API takes it.
+        #[arg(long)]
+        micros: bool,
     },
 }
 
@@ -186,6 +195,17 @@ impl Answer {
     }
 }
 
+/// An amount typed on the command line as the micro-units the admin API takes: units, or micro-units
+/// under `--micros`.
+fn money(argument: &str, text: &str, micros: bool) -> Result<i64, String> {
+    use crate::domain::billing::amount::{parse_micros, parse_units};
+    let parsed = if micros { parse_micros(text) } else { parse_units(text) };
+    parsed.map_err(|e| {
+        let hint = if micros { "" } else { " For micro-units, add --micros." };
+        format!("{}{hint}", e.message(argument))
+    })
+}
+
 /// A query string of the parameters given a value, each encoded.
 fn query(parameters: &[(&str, Option<String>)]) -> Result<String, String> {
     let given: Vec<(&str, &str)> =
@@ -202,13 +222,16 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
         AdminCommand::Account { command } => match command {
             AccountCommand::Create { name } => ("/accounts".into(), Some(json!({"name": name}))),
             AccountCommand::Show { name } => (format!("/accounts/{}", at(&name)), None),
-            AccountCommand::TopUp { name, amount } => {
+            AccountCommand::TopUp { name, amount, micros } => {
+                let amount = money("AMOUNT", &amount, micros)?;
                 (format!("/accounts/{}/top-up", at(&name)), Some(json!({"amount": amount})))
             }
-            AccountCommand::Plan { name, plan, allowance } => {
+            AccountCommand::Plan { name, plan, allowance, micros } => {
+                let allowance = money("ALLOWANCE", &allowance, micros)?;
                 (format!("/accounts/{}/plan", at(&name)), Some(json!({"name": plan, "allowance": allowance})))
             }
-            AccountCommand::GrantTrial { name, amount } => {
+            AccountCommand::GrantTrial { name, amount, micros } => {
+                let amount = money("AMOUNT", &amount, micros)?;
                 (format!("/accounts/{}/free-trial", at(&name)), Some(json!({"amount": amount})))
             }
         },

@@ -92,7 +92,7 @@ def main():
         expect(operator.locator("[data-account]")).to_have_text("e2e-studio")
         # A new account comes with its webhook secret, shown once.
         assert operator.locator("#shown-once").inner_text().strip().startswith("whsec_")
-        operator.get_by_label("Top up (money)").fill("100")
+        operator.get_by_label("Top up (units)").fill("100")
         operator.get_by_role("button", name="Top up").click()
         expect(operator.locator('[data-pot="balance"]')).to_have_text("100.00")
         operator.get_by_role("button", name="Rotate the webhook secret").click()

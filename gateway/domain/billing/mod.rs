@@ -4,6 +4,7 @@
 //! the display-only equivalent-usage projection.
 //! Amounts are integer micro-units; no float ever holds money.
 
+pub mod amount;
 pub mod audit;
 pub mod books;
 pub mod equivalent;
