@@ -642,5 +642,6 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         mirror: None,
         running_ms: None,
         measured: None,
+        failed_items: Vec::new(),
     }
 }

@@ -395,3 +395,40 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// Every synchronous answer names the task it is kept as and links to the gateway's copies, on both image
+/// routes; a partial success says which items were not made and why, whether the upstream named them
+/// (`results` with a `code`) or just left them out (`choices` with fewer images than asked for).
+#[test]
+fn synchronous_answers_name_their_task_and_partial_successes_their_missing_items() {
+    let demo = Demo::start();
+    let gateway_link = |url: &Value| url.as_str().unwrap().starts_with(&demo.url("/v1/files/"));
+
+    let generated = demo.post("/v1/images/generations", &json!({"model": T2I, "prompt": "a lighthouse"}));
+    assert_eq!(generated.status, 200, "{:?}", generated.json);
+    assert!(generated.json["task_id"].as_str().unwrap().starts_with("task-"), "{:?}", generated.json);
+    assert!(gateway_link(&generated.json["data"][0]["url"]), "{:?}", generated.json);
+
+    let edit = json!({"model": "beta-image-2.0-pro_i2i", "prompt": "in blue sim:partial", "n": 3,
+        "images": ["https://m.example/a.png"]});
+    let edited = demo.post("/v1/images/edits", &edit);
+    assert_eq!(edited.status, 200, "{:?}", edited.json);
+    let content = edited.json["output"]["choices"][0]["message"]["content"].as_array().unwrap().clone();
+    assert_eq!(content.len(), 2, "{:?}", edited.json);
+    assert!(content.iter().all(|item| gateway_link(&item["image_url"])), "{:?}", edited.json);
+    assert_eq!(edited.json["failed_results"][0]["index"], 2, "{:?}", edited.json);
+    assert_eq!(edited.json["failed_results"][0]["code"], "NotDelivered");
+    let task = demo.get(&format!("/v1/tasks/{}", edited.json["task_id"].as_str().unwrap())).json;
+    let listed: Vec<&Value> = task["results"].as_array().unwrap().iter().map(|r| &r["url"]).collect();
+    assert_eq!(listed, content.iter().map(|item| &item["image_url"]).collect::<Vec<_>>(), "{task}");
+    assert_eq!(task["failed_results"], edited.json["failed_results"]);
+
+    let sketch = json!({"model": "alphax-sketch-to-image-lite_sketch", "image": "https://m.example/s.png",
+        "prompt": "sim:partial", "n": 2});
+    let accepted = demo.post("/v1/images/edits", &sketch);
+    let task = demo.wait_terminal(accepted.json["task_id"].as_str().unwrap(), Duration::from_secs(30));
+    assert_eq!((task["status"].as_str(), task["results"].as_array().map(Vec::len)), (Some("success"), Some(1)));
+    let failed = &task["failed_results"][0];
+    assert_eq!((failed["index"].as_u64(), failed["code"].as_str()), (Some(1), Some("DataInspectionFailed")), "{task}");
+    assert!(failed["message"].as_str().is_some_and(|m| !m.is_empty()), "{task}");
+}

@@ -64,7 +64,12 @@ impl Upstream for FakeUpstream {
             expires_at: String::new(),
         };
         let usage = Usage::from(json!({"seconds": 3}));
-        Ok(Observed::Succeeded { results: vec![result], usage: Some(usage), measured: Some(self.measured.clone()) })
+        Ok(Observed::Succeeded {
+            results: vec![result],
+            failed: Vec::new(),
+            usage: Some(usage),
+            measured: Some(self.measured.clone()),
+        })
     }
 
     async fn list(&self, _: &str, _: usize, _: &ListRequest) -> Result<TaskPage, UpstreamError> {

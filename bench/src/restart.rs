@@ -127,6 +127,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         mirror: None,
         running_ms: None,
         measured: None,
+        failed_items: Vec::new(),
     }
 }
 

@@ -247,6 +247,10 @@ fn response_schemas() -> Map<String, Value> {
                     "size": {"type": "integer", "description": "Bytes, once the file is copied."},
                     "content_type": {"type": "string"},
                     "sha256": {"type": "string", "description": "Lowercase hex; also the download's ETag."}}}},
+                "failed_results": {"type": "array", "description": "A partial success: the items the upstream could not make, and why.",
+                    "items": {"type": "object", "required": ["index", "code", "message"], "properties": {
+                        "index": {"type": "integer", "description": "The item's place in the upstream's list, from 0."},
+                        "code": {"type": "string"}, "message": {"type": "string"}}}},
                 "mirror": {"type": "object", "required": ["status"], "properties": {
                     "status": {"enum": ["pending", "mirrored", "failed"]},
                     "error": {"type": "string", "description": "Why the copy failed (the results keep the upstream's URLs)."}}},

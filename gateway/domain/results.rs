@@ -14,6 +14,27 @@ pub struct TaskResult {
     pub expires_at: String,
 }
 
+/// An item of a result list the upstream could not make: the task succeeds with the others, and the client
+/// is told which one failed and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailedItem {
+    /// Its place in the list the upstream answered (from 0), counting the items made.
+    pub index: usize,
+    pub code: String,
+    pub message: String,
+}
+
+impl FailedItem {
+    /// The images a success left out of its list: those past the `delivered` of the `asked`.
+    pub fn left_out(asked: usize, delivered: usize) -> Vec<FailedItem> {
+        let message =
+            format!("The upstream delivered {delivered} of the {asked} images asked for; this one was not made.");
+        (delivered..asked)
+            .map(|index| FailedItem { index, code: "NotDelivered".into(), message: message.clone() })
+            .collect()
+    }
+}
+
 /// Where a task's copies stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -69,5 +90,29 @@ impl Mirror {
     /// The file of result `index`, once mirrored.
     pub fn file(&self, index: usize) -> Option<&MirroredFile> {
         (self.state == MirrorState::Mirrored).then(|| self.files.get(index)).flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FailedItem;
+
+    #[test]
+    fn the_images_a_success_left_out_are_named_from_where_the_list_stops() {
+        for (asked, delivered, indexes) in
+            [(3, 2, vec![2]), (4, 1, vec![1, 2, 3]), (2, 2, vec![]), (1, 2, vec![]), (0, 1, vec![])]
+        {
+            let missing = FailedItem::left_out(asked, delivered);
+            assert_eq!(
+                missing.iter().map(|m| m.index).collect::<Vec<_>>(),
+                indexes,
+                "{asked} asked, {delivered} delivered"
+            );
+            assert!(
+                missing
+                    .iter()
+                    .all(|m| m.code == "NotDelivered" && m.message.contains(&format!("{delivered} of the {asked}")))
+            );
+        }
     }
 }

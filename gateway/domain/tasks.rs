@@ -1,7 +1,7 @@
 //! Tasks (with their idempotency records), accounts and their keys, as every backend stores them: plain
 //! data and the rules that change it; what a backend does with them is the storage port's business.
 
-use crate::domain::results::{Mirror, MirrorState, TaskResult};
+use crate::domain::results::{FailedItem, Mirror, MirrorState, TaskResult};
 use crate::domain::usage::Measured;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -116,9 +116,20 @@ pub struct TaskRecord {
     /// before it was kept have `usage` alone, and were settled then).
     #[serde(default)]
     pub measured: Option<crate::domain::usage::Measured>,
+    /// The items of a successful task the upstream could not make (a partial success).
+    #[serde(default)]
+    pub failed_items: Vec<FailedItem>,
 }
 
 impl TaskRecord {
+    /// Records a success's result files and the items it could not make: those the upstream named, else, where
+    /// it delivered fewer images than the request asked for, the missing ones (some families just leave them out).
+    pub fn record_results(&mut self, results: Vec<TaskResult>, failed: Vec<FailedItem>) {
+        let asked = self.billing.as_ref().and_then(|b| b.units.images).map_or(0, |n| n as usize);
+        self.failed_items = if failed.is_empty() { FailedItem::left_out(asked, results.len()) } else { failed };
+        self.results = results;
+    }
+
     /// Settles the task, which has just ended, by billing's rules ([`crate::domain::billing::settle`]): writes the
     /// settlement onto its billing and returns the ledger postings; `None` without billing or if settled.
     pub fn settle(&mut self) -> Option<crate::domain::billing::Settled> {

@@ -5,7 +5,7 @@
 
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::errors::{Code, ErrorCode};
-use crate::domain::results::TaskResult;
+use crate::domain::results::{FailedItem, TaskResult};
 use crate::domain::tasks::{TaskError, TaskStatus};
 use crate::domain::usage::{Measured, Usage};
 use bytes::Bytes;
@@ -49,6 +49,7 @@ pub struct Created {
     pub task_id: Option<String>,
     /// A synchronous job's result files, its usage report and what the report says was delivered.
     pub results: Vec<TaskResult>,
+    pub failed: Vec<FailedItem>,
     pub usage: Option<Usage>,
     pub measured: Option<Measured>,
     /// The answer as it came, for the endpoints that pass it on.
@@ -60,9 +61,11 @@ pub struct Created {
 pub enum Observed {
     Pending,
     Running,
-    /// Its result files, its usage report as it came, and what the report says was delivered.
+    /// Its result files (and the items it could not make), its usage report as it came, and what the report
+    /// says was delivered.
     Succeeded {
         results: Vec<TaskResult>,
+        failed: Vec<FailedItem>,
         usage: Option<Usage>,
         measured: Option<Measured>,
     },

@@ -296,7 +296,7 @@ async fn run_sync(
         }
     };
     let task = ScopeGuard::into_inner(guard);
-    let Created { results, usage, measured, body, .. } = match answer {
+    let Created { results, failed, usage, measured, body, .. } = match answer {
         Ok(created) => created,
         Err(error) => {
             crate::support::metrics::upstream_error("create");
@@ -306,7 +306,7 @@ async fn run_sync(
     };
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
     let finished = tasks::finish(state, task, TaskStatus::Success, move |t| {
-        t.results = results;
+        t.record_results(results, failed);
         t.usage = usage;
         t.measured = measured;
     })

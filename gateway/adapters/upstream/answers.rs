@@ -7,7 +7,7 @@
 
 use crate::domain::catalog::Media;
 use crate::domain::clock::{local_time, now_ms};
-use crate::domain::results::TaskResult;
+use crate::domain::results::{FailedItem, TaskResult};
 use crate::domain::tasks::TaskError;
 use crate::domain::usage::{Measured, Reading, Usage};
 use crate::ports::upstream::Observed;
@@ -53,12 +53,16 @@ pub struct Output<'a> {
     choices: Option<Vec<Choice<'a>>>,
 }
 
-/// An entry of `results`; a failed one carries no `url`.
+/// An entry of `results`; a failed one carries no `url`, and says why in `code` and `message`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Item<'a> {
     #[serde(borrow)]
     url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -153,7 +157,7 @@ pub fn observe(answer: Reported<'_>, media: Media) -> Observed {
         "SUCCEEDED" => {
             let usage = answer.usage.map(Usage::from);
             let measured = usage.as_ref().map(measure);
-            Observed::Succeeded { results: results(output, media), usage, measured }
+            Observed::Succeeded { results: results(output, media), failed: failed(output), usage, measured }
         }
         "FAILED" => Observed::Failed(TaskError {
             code: output.code.as_deref().unwrap_or("UpstreamFailed").to_string(),
@@ -177,6 +181,18 @@ pub fn results(output: &Output<'_>, media: Media) -> Vec<TaskResult> {
     let urls = singles.into_iter().chain(listed).chain(rendered).chain(in_content).flatten();
     let expires_at = local_time(now_ms() + RESULT_TTL_HOURS * 3_600_000);
     urls.map(|url| TaskResult { url: url.to_string(), kind: media.as_str().into(), expires_at: expires_at.clone() })
+        .collect()
+}
+
+/// The entries of `results` that carry no URL: the items the upstream could not make.
+pub fn failed(output: &Output<'_>) -> Vec<FailedItem> {
+    let items = output.results.iter().flatten().enumerate().filter(|(_, item)| item.url.is_none());
+    items
+        .map(|(index, item)| FailedItem {
+            index,
+            code: item.code.as_deref().unwrap_or("UpstreamFailed").to_string(),
+            message: item.message.as_deref().unwrap_or("The upstream could not make this item.").to_string(),
+        })
         .collect()
 }
 

@@ -232,9 +232,10 @@ impl Upstream for Upstreams {
             TaskMode::Sync => {
                 let reported: answers::Reported = answer.read()?;
                 let results = answers::results(&reported.output, model.media);
+                let failed = answers::failed(&reported.output);
                 let usage = reported.usage.map(Usage::from);
                 let measured = usage.as_ref().map(answers::measure);
-                Created { task_id: None, results, usage, measured, body: Bytes::new() }
+                Created { task_id: None, results, failed, usage, measured, body: Bytes::new() }
             }
         };
         Ok(Created { body: answer.0, ..created })

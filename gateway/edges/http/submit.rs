@@ -4,7 +4,7 @@
 
 use crate::domain::billing::equivalent;
 use crate::domain::catalog::{EndpointSpec, Media, ModelSpec, SyncResponse};
-use crate::domain::results::TaskResult;
+use crate::domain::results::{FailedItem, TaskResult};
 use crate::domain::tasks::TaskRecord;
 use crate::domain::usage::Usage;
 use crate::edges::http::peer::PeerSocket;
@@ -83,8 +83,10 @@ fn sync_answer(
         SyncResponse::ImagesStandard => {
             let usage = equivalent::answered(finished.usage.as_ref(), projected);
             let answer = ImagesAnswer {
+                task_id: &finished.task_id,
                 created: finished.ended_ms() / 1000,
                 data: ImageUrls(&finished.results),
+                failed_results: &finished.failed_items,
                 usage: usage.json(),
             };
             // Written into room for all of it (`json` would start at 128 bytes and double twice): the
@@ -98,7 +100,7 @@ fn sync_answer(
         }
         SyncResponse::Upstream => {
             let answer = upstream.unwrap_or_else(|| rebuilt_upstream_answer(finished));
-            let mut body = upstream_shape(answer, &finished.request_id);
+            let mut body = upstream_shape(answer, finished);
             if let Some(tokens) = projected {
                 body["equivalent_usage"] = equivalent::object(tokens);
             }
@@ -116,11 +118,15 @@ fn rebuilt_upstream_answer(task: &TaskRecord) -> Value {
     })
 }
 
-/// The answer of an images endpoint in the standard shape, serialized as it stands (no `Value` copy).
+/// The answer of an images endpoint in the standard shape, serialized as it stands (no `Value` copy), with
+/// the task it is kept as.
 #[derive(Serialize)]
 struct ImagesAnswer<'a> {
+    task_id: &'a str,
     created: i64,
     data: ImageUrls<'a>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_results: &'a [FailedItem],
     usage: &'a RawValue,
 }
 
@@ -137,8 +143,10 @@ impl Serialize for ImageUrls<'_> {
     }
 }
 
-/// The upstream's answer with the gateway's request id, and content items carrying `image_url`.
-fn upstream_shape(mut answer: Value, request_id: &str) -> Value {
+/// The upstream's answer with the gateway's request id and task id, and its images (content items carrying
+/// `image_url`) at the task's own links, in the upstream's order (the order the task's results were read in).
+fn upstream_shape(mut answer: Value, task: &TaskRecord) -> Value {
+    let mut links = task.results.iter().map(|result| Value::from(result.url.as_str()));
     if let Some(choices) = answer.pointer_mut("/output/choices").and_then(Value::as_array_mut) {
         for item in choices
             .iter_mut()
@@ -147,12 +155,16 @@ fn upstream_shape(mut answer: Value, request_id: &str) -> Value {
             .flatten()
         {
             if let Some(object) = item.as_object_mut()
-                && let Some(url) = object.remove("image")
+                && let Some(url) = object.remove("image").or_else(|| object.remove("image_url"))
             {
-                object.insert("image_url".into(), url);
+                object.insert("image_url".into(), links.next().unwrap_or(url));
             }
         }
     }
-    answer["request_id"] = request_id.into();
+    answer["request_id"] = task.request_id.as_str().into();
+    answer["task_id"] = task.task_id.as_str().into();
+    if !task.failed_items.is_empty() {
+        answer["failed_results"] = serde_json::json!(task.failed_items);
+    }
     answer
 }

@@ -59,6 +59,7 @@ pub fn new_task(
         mirror: None,
         running_ms: None,
         measured: None,
+        failed_items: Vec::new(),
     }
 }
 
@@ -267,6 +268,9 @@ pub fn view(task: &TaskRecord) -> Value {
     }
     if !task.results.is_empty() {
         out["results"] = results_view(task);
+    }
+    if !task.failed_items.is_empty() {
+        out["failed_results"] = json!(task.failed_items);
     }
     if let Some(mirror) = &task.mirror {
         out["mirror"] = json!({"status": mirror.state.as_str()});

@@ -821,9 +821,9 @@ async fn settle(state: &Gateway, task_id: &str, observed: Observed) -> Outcome {
     let finished = match observed {
         Observed::Pending => return Outcome::Live { running: false },
         Observed::Running => return Outcome::Live { running: true },
-        Observed::Succeeded { results, usage, measured } => {
+        Observed::Succeeded { results, failed, usage, measured } => {
             finish(state, OpenTask::polled(task_id), status, move |t| {
-                t.results = results;
+                t.record_results(results, failed);
                 t.usage = usage;
                 t.measured = measured;
             })
