@@ -38,10 +38,31 @@ fn a_revoked_key_stops_at_once_and_keys_list_by_prefix() {
     let prefix = listed.json["keys"][0]["prefix"].as_str().unwrap().to_string();
     assert!(key.starts_with(&prefix) && prefix.len() < key.len());
     assert!(!listed.json.to_string().contains(&key), "a listing never shows the whole key");
+    // A prefix shorter than the listed one could take every key: it is refused, and nothing is revoked.
+    let short = demo.admin("/accounts/revoke-me/keys/mg-/revoke", Some(&json!({})));
+    assert_eq!(
+        (short.status, short.code(), short.json["error"]["param"].as_str()),
+        (400, "invalid_parameter", Some("prefix"))
+    );
+    assert_eq!(demo.get_as(&key, "/v1/models").status, 200);
     let revoked = demo.admin(&format!("/accounts/revoke-me/keys/{prefix}/revoke"), Some(&json!({})));
     assert_eq!(revoked.json["revoked"], 1);
     let after = demo.get_as(&key, "/v1/models");
     assert_eq!((after.status, after.code()), (401, "invalid_api_key"));
+}
+
+#[test]
+fn every_key_of_an_account_is_revoked_at_once_only_when_asked_for_all() {
+    let demo = Demo::start();
+    let first = demo.account("many-keys", 1_000_000, 0, 0);
+    let second = demo.admin("/accounts/many-keys/keys", Some(&json!({}))).json["key"].as_str().unwrap().to_string();
+    let revoked = demo.admin("/accounts/many-keys/keys/revoke-all", Some(&json!({})));
+    assert_eq!((revoked.status, revoked.json["revoked"].as_u64()), (200, Some(2)), "{:?}", revoked.json);
+    for key in [&first, &second] {
+        assert_eq!(demo.get_as(key, "/v1/models").status, 401);
+    }
+    let again = demo.admin("/accounts/many-keys/keys/revoke-all", Some(&json!({})));
+    assert_eq!((again.status, again.code()), (404, "not_found"));
 }
 
 #[test]
@@ -108,6 +129,8 @@ fn the_admin_cli_drives_the_admin_api() {
     assert!(ok && csv.starts_with("at,account"), "{csv}");
     let (ok, report) = cli(&["verify-ledger"]);
     assert!(ok && report.contains("\"problems\": []"), "{report}");
+    let (ok, revoked) = cli(&["key", "revoke", "cli-co", "--all"]);
+    assert!(ok && revoked.contains("\"revoked\": 1"), "{revoked}");
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_mediagate"))
         .args(["admin", "--url", &demo.base, "--token", "wrong", "account", "show", "cli-co"])
         .output()

@@ -175,6 +175,15 @@ pub struct KeyRecord {
     pub revoked: bool,
 }
 
+/// How many of a key's first characters are kept as its prefix: enough to tell an account's keys apart,
+/// and the least a revocation names.
+pub const KEY_PREFIX_CHARS: usize = 8;
+
+/// A key's prefix, safe to show and log.
+pub fn key_prefix(key: &str) -> String {
+    key.chars().take(KEY_PREFIX_CHARS).collect()
+}
+
 /// A new API key: the plain key, shown once (the store keeps its [`hash_key`]).
 pub fn new_key() -> String {
     use rand::RngCore;

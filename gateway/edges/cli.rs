@@ -158,12 +158,16 @@ pub enum KeyCommand {
         /// The account's name.
         account: String,
     },
-    /// Revoke every live key of the account starting with the prefix; they stop working at once.
+    /// Revoke the account's live keys starting with the prefix, or all of them; they stop working at once.
     Revoke {
         /// The account's name.
         account: String,
-        /// The key's prefix, as `key list` shows it.
-        prefix: String,
+        /// The key's prefix as `key list` shows it (8 characters, like mg-1a2b3), or more of the key.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        prefix: Option<String>,
+        /// Revoke every live key of the account.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -238,7 +242,13 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
         AdminCommand::Key { command } => match command {
             KeyCommand::Create { account } => (format!("/accounts/{}/keys", at(&account)), Some(json!({}))),
             KeyCommand::List { account } => (format!("/accounts/{}/keys", at(&account)), None),
-            KeyCommand::Revoke { account, prefix } => {
+            KeyCommand::Revoke { account, prefix: None, .. } => {
+                (format!("/accounts/{}/keys/revoke-all", at(&account)), Some(json!({})))
+            }
+            KeyCommand::Revoke { account, prefix: Some(prefix), .. } => {
+                if prefix.is_empty() {
+                    return Err("PREFIX is empty: give the key's prefix as `key list` shows it, or --all.".into());
+                }
                 (format!("/accounts/{}/keys/{}/revoke", at(&account), at(&prefix)), Some(json!({})))
             }
         },

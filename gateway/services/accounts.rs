@@ -124,10 +124,33 @@ pub async fn issue_key(state: &Gateway, account: &str) -> Result<String, Service
     Ok(key)
 }
 
-/// Revokes the account's live keys starting with `prefix`; how many.
-pub async fn revoke(state: &Gateway, account: &str, prefix: &str) -> Result<usize, ServiceError> {
+/// Which of an account's keys a revocation takes.
+#[derive(Clone, Copy)]
+pub enum Revoked<'a> {
+    /// The live keys starting with this, at least as long as a listed prefix so that a slip cannot take
+    /// every key.
+    Prefix(&'a str),
+    All,
+}
+
+/// Revokes the account's live keys a revocation names; how many.
+pub async fn revoke(state: &Gateway, account: &str, which: Revoked<'_>) -> Result<usize, ServiceError> {
+    use crate::domain::tasks::KEY_PREFIX_CHARS;
+    let prefix = match which {
+        Revoked::All => "",
+        Revoked::Prefix(prefix) if prefix.chars().count() < KEY_PREFIX_CHARS => {
+            let message = format!(
+                "`prefix` is too short: give the key's prefix as the key list shows it ({KEY_PREFIX_CHARS} characters, like `mg-1a2b3`), or revoke every key of the account at once."
+            );
+            return Err(Problem::new(Code::invalid_parameter, message).with_param("prefix").into());
+        }
+        Revoked::Prefix(prefix) => prefix,
+    };
     account_exists(state, account).await?;
     let revoked = state.store.revoke_keys(account, prefix).await?;
+    if revoked == 0 && matches!(which, Revoked::All) {
+        return Err(Problem::new(Code::not_found, format!("`{account}` has no live key.")).into());
+    }
     if revoked == 0 {
         return Err(Problem::new(Code::not_found, format!("No live key of `{account}` starts with `{prefix}`.")).into());
     }

@@ -366,6 +366,6 @@ async fn revoke_key(
 ) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
     let (name, prefix) = path.into_inner();
-    accounts::revoke(&state, &name, &prefix).await?;
+    accounts::revoke(&state, &name, accounts::Revoked::Prefix(&prefix)).await?;
     Ok(redirect(&format!("{}?done=revoked", account_path(&name))))
 }

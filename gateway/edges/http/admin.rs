@@ -24,6 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         let keys = vec![("GET", web::get().to(list_keys)), ("POST", web::post().to(create_key))];
         mount(cfg, "/accounts/{account}/keys", keys);
         mount(cfg, "/accounts/{account}/keys/{prefix}/revoke", vec![("POST", web::post().to(revoke_keys))]);
+        mount(cfg, "/accounts/{account}/keys/revoke-all", vec![("POST", web::post().to(revoke_all_keys))]);
         mount(cfg, "/usage", vec![("GET", web::get().to(usage))]);
         mount(cfg, "/tasks/{task_id}", vec![("GET", web::get().to(task))]);
         mount(cfg, "/models", vec![("GET", web::get().to(models))]);
@@ -131,7 +132,16 @@ async fn revoke_keys(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
-    Ok(HttpResponse::Ok().json(json!({"revoked": accounts::revoke(&state, &account, &prefix).await?})))
+    let revoked = accounts::revoke(&state, &account, accounts::Revoked::Prefix(&prefix)).await?;
+    Ok(HttpResponse::Ok().json(json!({"revoked": revoked})))
+}
+
+async fn revoke_all_keys(
+    _: Admin,
+    state: web::Data<Gateway>,
+    account: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(json!({"revoked": accounts::revoke(&state, &account, accounts::Revoked::All).await?})))
 }
 
 #[derive(Deserialize)]

@@ -78,7 +78,7 @@ impl Store {
     /// Stores a key chosen by the caller (`mediagate demo --api-key`); an existing key is left as it is.
     pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
         let hash = hash_key(key);
-        let prefix: String = key.chars().take(8).collect();
+        let prefix = crate::domain::tasks::key_prefix(key);
         let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
         self.write(move |tx| {
             ensure_account_in(tx, &record.account)?;

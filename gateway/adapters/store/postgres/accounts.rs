@@ -80,7 +80,7 @@ pub(super) async fn set_plan(
 pub(super) async fn insert_key(client: &mut Object, account: &str, key: &str) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     ensure(&tx, account).await?;
-    let prefix: String = key.chars().take(8).collect();
+    let prefix = crate::domain::tasks::key_prefix(key);
     tx.execute(
         "INSERT INTO api_keys (hash, account, prefix, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
         &[&hash_key(key).as_slice(), &account, &prefix, &now()],
