@@ -205,6 +205,8 @@ fn cancel_is_for_queued_tasks_only() {
     demo.wait_terminal(&done, Duration::from_secs(20));
     let late = demo.post(&format!("/v1/tasks/{done}/cancel"), &json!({}));
     assert_eq!((late.status, late.code()), (409, "task_not_cancellable"));
+    let says = late.json["error"]["message"].as_str().unwrap();
+    assert_eq!(says, format!("Task `{done}` has already succeeded; only a queued task can be cancelled."));
     let missing = demo.post("/v1/tasks/task-nope/cancel", &json!({}));
     assert_eq!((missing.status, missing.code()), (404, "task_not_found"));
 }

@@ -45,7 +45,7 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
         return Err(Problem::new(
             Code::invalid_model_operation,
             format!(
-                "Model `{}` is a `{}` model; send it to {} instead of {}.",
+                "Model `{}` does `{}`, which is served at {}; send it there instead of {}.",
                 model.id,
                 model.operation.as_str(),
                 model.endpoint().path,
@@ -82,5 +82,56 @@ fn integral_numbers_as_integers(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
         Value::Object(fields) => fields.values_mut().for_each(integral_numbers_as_integers),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::admit;
+    use crate::domain::catalog::ModelSpec;
+    use crate::domain::registry::Registry;
+    use serde_json::json;
+
+    /// What a client reads when a request is refused: the field, and what it must be, in its own terms.
+    #[test]
+    fn refusals_say_what_is_wrong_in_the_clients_terms() {
+        let registry = Registry::new(Vec::new()).unwrap();
+        let table = [
+            (
+                json!({"model": "alpha2.6-t2v_t2v", "prompt": "x", "audio": false}),
+                "audio",
+                "`audio` can only be true with model `alpha2.6-t2v_t2v`",
+            ),
+            (
+                json!({"model": "alpha2.6-t2v_t2v", "prompt": "x", "callback_url": "ftp://a.example/x"}),
+                "callback_url",
+                "`callback_url` is not in its form: an http:// or https:// URL",
+            ),
+            (
+                json!({"model": "alpha2.6-t2i", "prompt": "x", "size": "big"}),
+                "size",
+                "`size` is not in its form: `<width>*<height>` in pixels",
+            ),
+            (
+                json!({"model": "alpha2.6-i2v_i2v", "image_url": "https://m.example/a.png", "resolution": "4K"}),
+                "resolution",
+                "`resolution` must be one of \"720P\", \"1080P\"",
+            ),
+        ];
+        for (body, field, says) in table {
+            let endpoint = ModelSpec::find(body["model"].as_str().unwrap()).unwrap().endpoint();
+            let refused = admit(&registry, endpoint, body.clone()).err().unwrap();
+            let violation =
+                refused.violations.iter().find(|v| v.param == field).unwrap_or_else(|| panic!("{body}: {refused:?}"));
+            assert!(violation.message.starts_with(says), "{body}: {}", violation.message);
+        }
+        let outpaint = ModelSpec::find("image-out-painting_outpaint").unwrap();
+        let t2i = ModelSpec::find("beta-image-2.0-pro_t2i").unwrap().endpoint();
+        let refused = admit(&registry, t2i, json!({"model": outpaint.id, "prompt": "x"})).err().unwrap();
+        assert_eq!(
+            refused.message,
+            "Model `image-out-painting_outpaint` does `outpaint`, which is served at /v1/images/edits; send it there instead of /v1/images/generations."
+        );
     }
 }

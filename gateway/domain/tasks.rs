@@ -34,6 +34,18 @@ impl TaskStatus {
         }
     }
 
+    /// Where the task stands, in a sentence's words: "has already succeeded".
+    pub fn described(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "is queued",
+            TaskStatus::Running => "is already running upstream",
+            TaskStatus::Success => "has already succeeded",
+            TaskStatus::Failed => "has already failed",
+            TaskStatus::Timeout => "has already timed out",
+            TaskStatus::Cancelled => "is already cancelled",
+        }
+    }
+
     pub const ALL: [TaskStatus; 6] = [
         TaskStatus::Queued,
         TaskStatus::Running,

@@ -89,8 +89,41 @@ impl ModelValidator {
                 let rule = self.descriptions.get(field).map(String::as_str).unwrap_or("see the model's schema");
                 Violation::new(&path, format!("`{path}` breaks its item limits: {rule}"))
             }
+            ValidationErrorKind::Enum { options } => {
+                let options = options.as_array().map(Vec::as_slice).unwrap_or_default();
+                let message = match options {
+                    [only] => format!("`{path}` can only be {only} with model `{}`", self.model.id),
+                    _ => format!("`{path}` must be one of {}", listed(options)),
+                };
+                Violation::new(&path, message)
+            }
+            ValidationErrorKind::Constant { expected_value } => {
+                Violation::new(&path, format!("`{path}` can only be {expected_value} with model `{}`", self.model.id))
+            }
+            ValidationErrorKind::Pattern { pattern } => {
+                let form = pattern_words(pattern)
+                    .or_else(|| self.descriptions.get(path.as_str()).map(String::as_str))
+                    .unwrap_or("see the model's schema");
+                Violation::new(&path, format!("`{path}` is not in its form: {form}"))
+            }
             _ => Violation::new(&path, format!("`{path}`: {}", error.masked())),
         }
+    }
+}
+
+/// Values as a client would type them: `"720P", "1080P"`.
+fn listed(options: &[Value]) -> String {
+    options.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The spec's URL patterns in words (a client should not have to read a regex).
+fn pattern_words(pattern: &str) -> Option<&'static str> {
+    match pattern {
+        "^[Hh][Tt][Tt][Pp][Ss]?://" => Some("an http:// or https:// URL"),
+        "^https?://" => Some("an http:// or https:// URL"),
+        "^(https?://|data:)" => Some("an http:// or https:// URL, or a data: URI"),
+        r"^[1-9][0-9]{0,4}\*[1-9][0-9]{0,4}$" => Some("`<width>*<height>` in pixels, such as 1280*720"),
+        _ => None,
     }
 }
 

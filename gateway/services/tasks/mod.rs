@@ -330,7 +330,7 @@ pub async fn cancel(state: &Gateway, account: &str, task_id: &str) -> Result<Tas
     let not_cancellable = |status: TaskStatus| {
         Problem::new(
             Code::task_not_cancellable,
-            format!("Task `{task_id}` is {}; only a queued task can be cancelled.", status.as_str()),
+            format!("Task `{task_id}` {}; only a queued task can be cancelled.", status.described()),
         )
         .with_param("task_id")
     };
