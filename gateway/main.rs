@@ -263,8 +263,16 @@ fn run(cli: Cli) -> Result<(), String> {
             let token = token.ok_or_else(|| {
                 format!("no admin token: set {ADMIN_TOKEN_ENV} to the gateway's admin token, or pass --token")
             })?;
+            let usage = matches!(command, mediagate::edges::cli::AdminCommand::Usage { .. });
             let answer = mediagate::edges::cli::run(&url, &token, ca_file.as_deref(), command)?;
-            print(&answer.body)?;
+            if !answer.body.is_empty() {
+                print(&answer.body)?;
+            }
+            // The usage log is printed for a pipe or a file: that it is empty goes to the terminal instead.
+            let lines = answer.body.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("at,")).count();
+            if usage && answer.is_success() && lines == 0 {
+                eprintln!("No usage lines: no settled task matches (a task has a line once it has ended).");
+            }
             if answer.is_success() { Ok(()) } else { Err(format!("the admin API answered {}", answer.status)) }
         }
         Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
@@ -287,7 +295,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             print(format!("{applied} migration(s) applied; the schema is current"))
         }
-        Command::Schemas { out } => write_schemas(&out).map_err(|e| e.to_string()),
+        Command::Schemas { out } => {
+            let written = write_schemas(&out).map_err(|e| e.to_string())?;
+            print(format_args!("Wrote {written} files to {}: operations/, models/ and openapi.json.", out.display()))
+        }
     }
 }
 
@@ -399,7 +410,8 @@ fn init_logging(command: &Command) {
 }
 
 /// Writes every published schema and the OpenAPI document under `dir`.
-fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
+/// Writes every published schema and openapi.json under `dir`; how many files.
+fn write_schemas(dir: &std::path::Path) -> std::io::Result<usize> {
     use mediagate::domain::catalog;
     let write = |path: std::path::PathBuf, text: &str| -> std::io::Result<()> {
         if let Some(parent) = path.parent() {
@@ -413,7 +425,8 @@ fn write_schemas(dir: &std::path::Path) -> std::io::Result<()> {
     for model in catalog::MODELS {
         write(dir.join("models").join(format!("{}.json", model.id)), model.published_schema)?;
     }
-    write(dir.join("openapi.json"), catalog::OPENAPI_JSON)
+    write(dir.join("openapi.json"), catalog::OPENAPI_JSON)?;
+    Ok(catalog::OPERATIONS.len() + catalog::MODELS.len() + 1)
 }
 
 #[cfg(test)]

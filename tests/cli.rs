@@ -161,3 +161,36 @@ fn webhook_commands_work_for_any_account_name() {
     assert_eq!(replayed["state"], "pending");
     drop(receiver);
 }
+
+/// A mistake in the config file is shown in the file, at its line, in an operator's words.
+#[test]
+fn a_config_mistake_names_the_file_its_line_and_what_the_value_must_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.yaml");
+    std::fs::write(&config, "limits:\n  max_in_flight_per_account: -5\n").unwrap();
+    let output = mediagate(&["serve", "--config", config.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("{}:2:30", config.display())), "{stderr}");
+    assert!(stderr.contains("this must be a whole number, 0 or more"), "{stderr}");
+    assert!(!stderr.contains("<input>") && !stderr.contains("u64") && stderr.matches("error").count() == 1, "{stderr}");
+}
+
+/// A command whose work leaves nothing on its standard output says what happened on its terminal.
+#[test]
+fn commands_that_print_nothing_else_say_what_they_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = mediagate(&["schemas", "--out", dir.path().to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.starts_with("Wrote ") && stdout.contains("openapi.json"), "{stdout}");
+    assert!(dir.path().join("openapi.json").exists());
+
+    let demo = Demo::start();
+    let usage = mediagate(&["admin", "--url", &demo.base, "usage", "--account", "nobody"])
+        .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    assert!(usage.status.success());
+    assert!(usage.stdout.is_empty(), "{}", String::from_utf8_lossy(&usage.stdout));
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("No usage lines"));
+}

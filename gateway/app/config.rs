@@ -146,10 +146,38 @@ impl Default for Config {
     }
 }
 
+/// A config error in an operator's words: a value of the wrong kind says what kind it must be, not the Rust
+/// type it would be read into.
+struct InWords;
+
+impl serde_saphyr::MessageFormatter for InWords {
+    fn format_message<'a>(&self, error: &'a serde_saphyr::Error) -> std::borrow::Cow<'a, str> {
+        let expected = match error {
+            serde_saphyr::Error::InvalidScalar { ty, .. } => match *ty {
+                "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number, 0 or more",
+                "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number",
+                "f32" | "f64" => "a number",
+                "bool" => "true or false",
+                "char" => "a single character",
+                _ => return serde_saphyr::UserMessageFormatter.format_message(error),
+            },
+            _ => return serde_saphyr::UserMessageFormatter.format_message(error),
+        };
+        format!("this must be {expected}").into()
+    }
+}
+
 impl Config {
     /// Reads a config file; unknown keys are errors with their line.
     pub fn load(path: &Path) -> Result<Config, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        serde_saphyr::from_str(&text).map_err(|e| {
+            let name = path.display().to_string();
+            let options = serde_saphyr::render_options! {
+                formatter: &InWords,
+                source_name: Some(name.as_str()),
+            };
+            e.render_with_options(options)
+        })
     }
 }
