@@ -88,8 +88,11 @@ fn a_console_session_reaches_only_what_its_key_or_token_may() {
     let (_, theirs_seen_by_operator) =
         get(&sign_in("admin_token", common::ADMIN_TOKEN), "/console/usage?account=theirs");
     assert!(theirs_seen_by_operator.contains(&their_task), "the usage line exists");
+    // A client on an operator page is told why it may not see it.
     for operator_page in ["/console/overview", "/console/models", "/console/webhooks", "/console/accounts/theirs"] {
-        assert_eq!(get(&client, operator_page).0, 303, "{operator_page} to the sign-in page");
+        let (status, page) = get(&client, operator_page);
+        assert_eq!(status, 403, "{operator_page}");
+        assert!(page.contains("This page is for operators"), "{operator_page}: {page}");
     }
     let altered = client.replacen("client", "operator", 1);
     assert_eq!(get(&altered, "/console/home").0, 303, "an altered cookie is no session");
@@ -115,6 +118,10 @@ fn a_console_session_reaches_only_what_its_key_or_token_may() {
     assert_eq!(demo.funds("mine").2, 6_000_000);
 }
 
+/// A refused sign-in's status; its reason is shown on the sign-in page itself.
 fn sign_in_refused(agent: &ureq::Agent, demo: &Demo, field: &str, secret: &str) -> u16 {
-    agent.post(demo.url("/console/sign-in")).send_form([(field, secret)]).unwrap().status().as_u16()
+    let mut reply = agent.post(demo.url("/console/sign-in")).send_form([(field, secret)]).unwrap();
+    let page = reply.body_mut().read_to_string().unwrap();
+    assert!(page.contains("role=\"alert\"") && page.contains("Sign in with the key"), "{page}");
+    reply.status().as_u16()
 }

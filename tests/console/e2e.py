@@ -104,8 +104,12 @@ def main():
         operator.reload()
         expect(operator.locator("#shown-once")).to_have_count(0)
 
-        # The client signs in with the key: nothing spent yet.
+        # A mistyped key is refused on the sign-in page itself; then the client signs in: nothing spent yet.
         client.goto(URL + "/console/sign-in")
+        client.get_by_label("API key").fill(key + "x")
+        client.get_by_role("button", name="Sign in with the key").click()
+        expect(client.get_by_role("alert")).to_contain_text("not valid")
+        expect(client.get_by_role("button", name="Sign in with the key")).to_be_visible()
         client.get_by_label("API key").fill(key)
         client.get_by_role("button", name="Sign in with the key").click()
         expect(client.get_by_role("heading", name="e2e-studio")).to_be_visible()
@@ -196,6 +200,10 @@ def main():
 
         # Every page, as each kind of viewer sees it, at a laptop's width and a narrow window's.
         check_layout(browser.new_context().new_page(), ["/console/sign-in"], "anyone")
+        operator.goto(URL + "/console/tasks")
+        expect(operator.locator(".empty")).to_contain_text("Type an account's name above")
+        client.goto(URL + "/console/overview")
+        expect(client.get_by_role("alert")).to_contain_text("This page is for operators")
         check_layout(operator, ["/console/overview", "/console/accounts/e2e-studio", "/console/models",
                                 "/console/usage?account=e2e-studio", "/console/tasks?account=e2e-studio",
                                 "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio"],

@@ -184,6 +184,8 @@ struct SignInPage {
     csrf: String,
     nav: Vec<(&'static str, &'static str)>,
     notice: Option<String>,
+    /// Why the last sign-in was refused, shown above the forms.
+    refused: Option<String>,
 }
 
 /// Scripts and styles from the console only; results previewed from wherever their links point (the
@@ -221,7 +223,7 @@ async fn index(req: HttpRequest) -> HttpResponse {
 }
 
 async fn sign_in_page() -> HttpResponse {
-    html(StatusCode::OK, &SignInPage { csrf: String::new(), nav: Vec::new(), notice: None })
+    html(StatusCode::OK, &SignInPage { csrf: String::new(), nav: Vec::new(), notice: None, refused: None })
 }
 
 #[derive(serde::Deserialize)]
@@ -235,16 +237,26 @@ async fn sign_in(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<Si
     session::cross_site_refused(&req)?;
     let form = form.into_inner();
     let role = match (form.admin_token.as_deref().map(str::trim), form.api_key.as_deref().map(str::trim)) {
-        (Some(token), _) if !token.is_empty() => {
-            state.operators.check(Some(token))?;
-            Role::Operator { token_digest: session::token_digest(token) }
-        }
+        (Some(token), _) if !token.is_empty() => state
+            .operators
+            .check(Some(token))
+            .map(|()| Role::Operator { token_digest: session::token_digest(token) })
+            .map_err(ApiError::from),
         (_, Some(key)) if !key.is_empty() => {
             let key_hash = crate::domain::tasks::hash_key(key);
-            crate::services::auth::authenticate(&state, key_hash).await?;
-            Role::Client { key_hash }
+            let caller = crate::services::auth::authenticate(&state, key_hash).await;
+            caller.map(|_| Role::Client { key_hash }).map_err(ApiError::from)
         }
-        _ => return Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.").into()),
+        _ => Err(ApiError::invalid_parameter("api_key", "Enter an API key or the admin token.")),
+    };
+    // A refusal is shown on the sign-in page itself, so the person can try again at once.
+    let role = match role {
+        Ok(role) => role,
+        Err(refused) => {
+            let page =
+                SignInPage { csrf: String::new(), nav: Vec::new(), notice: None, refused: Some(refused.message) };
+            return Ok(html(crate::edges::web::error::status(refused.code), &page));
+        }
     };
     let sessions = req.app_data::<web::Data<Sessions>>().ok_or_else(|| ApiError::internal("no console sessions"))?;
     let cookie = sessions.start(&role, crate::domain::clock::now_ms() / 1000);

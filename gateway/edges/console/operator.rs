@@ -3,10 +3,11 @@
 
 use super::activity;
 use super::charts::{self, BarChart};
-use super::session::{self, Session};
+use super::session::{self, Role, Session};
 use super::{CsrfForm, Failure, Page, html, micros, redirect};
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{EntryKind, Pot};
+use crate::domain::errors::Code;
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::{KeyRecord, TaskRecord};
 use crate::domain::usage_log::UsageFilter;
@@ -39,6 +40,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// The request's operator session, its admin token still the gateway's.
 pub fn signed_in(state: &Gateway, req: &HttpRequest) -> Result<Session, Failure> {
     let session = session::of_request(req).ok_or(Failure::SignedOut)?;
+    if let Role::Client { .. } = session.role {
+        let message = "This page is for operators, and you are signed in with an API key. Sign out, then sign in \
+                       with the admin token to see it.";
+        return Err(Failure::Refused(ApiError::new(Code::admin_forbidden, message)));
+    }
     session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
     Ok(session)
 }
