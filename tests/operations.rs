@@ -51,6 +51,39 @@ fn a_revoked_key_stops_at_once_and_keys_list_by_prefix() {
     assert_eq!((after.status, after.code()), (401, "invalid_api_key"));
 }
 
+/// Operators find accounts by a part of their name, a page at a time, each with its pots and its last task.
+#[test]
+fn accounts_are_listed_by_name_with_their_funds_and_last_task() {
+    let demo = Demo::start();
+    let key = demo.account("studio-north", 2_500_000, 0, 0);
+    demo.account("studio-south", 0, 1_000_000, 0);
+    demo.account("other", 0, 0, 0);
+    let accepted = demo.post_as(&key, "/v1/videos/generations", &json!({"model": "alpha2.6-t2v_t2v", "prompt": "a"}));
+    assert_eq!(accepted.status, 200, "{:?}", accepted.json);
+
+    let studios = demo.admin("/accounts?search=STUDIO", None).json;
+    let names: Vec<&str> = studios["data"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["studio-north", "studio-south"], "{studios}");
+    assert!(
+        studios["data"][0]["last_task_at"].is_string() && studios["data"][1]["last_task_at"].is_null(),
+        "{studios}"
+    );
+    assert_eq!(studios["data"][1]["funds"]["free_trial"], 1_000_000);
+
+    let first = demo.admin("/accounts?search=studio&limit=1", None).json;
+    assert_eq!((first["data"].as_array().unwrap().len(), first["has_more"].as_bool()), (1, Some(true)), "{first}");
+    let next = demo.admin("/accounts?search=studio&limit=1&after=studio-north", None).json;
+    assert_eq!((next["data"][0]["name"].as_str(), next["has_more"].as_bool()), (Some("studio-south"), Some(false)));
+
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_mediagate"))
+        .args(["admin", "--url", &demo.base, "account", "list", "--search", "south"])
+        .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success() && printed.contains("studio-south") && !printed.contains("studio-north"), "{printed}");
+}
+
 #[test]
 fn every_key_of_an_account_is_revoked_at_once_only_when_asked_for_all() {
     let demo = Demo::start();

@@ -462,6 +462,11 @@ fn one_replica_sees_at_once_what_another_did() {
     let before = other.funds("acme").2;
     assert_eq!(one.admin("/accounts/acme/top-up", Some(&json!({"amount": 5}))).status, 200);
     assert_eq!(other.funds("acme").2, before + 5);
+    // The account list reads the database too: the same balance, and the task submitted above.
+    let listed = other.admin("/accounts?search=ACM", None).json;
+    assert_eq!(listed["data"][0]["name"], "acme", "{listed}");
+    assert_eq!(listed["data"][0]["funds"]["balance"], before + 5, "{listed}");
+    assert!(listed["data"][0]["last_task_at"].is_string(), "{listed}");
 
     let image = json!({"model": "beta-image-plus", "prompt": "a"});
     assert!(other.post_as(&key, "/v1/images/generations", &image).status < 300);

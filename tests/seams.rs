@@ -15,7 +15,7 @@ use mediagate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use mediagate::domain::listing::TaskQuery;
 use mediagate::domain::results::Mirror;
 use mediagate::domain::results::TaskResult;
-use mediagate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord};
+use mediagate::domain::tasks::{Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord};
 use mediagate::domain::tasks::{TaskStatus, hash_key};
 use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::domain::usage_log::UsageFilter;
@@ -207,6 +207,9 @@ impl Accounts for FakeStore {
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let known = self.pots.lock().unwrap().contains_key(name);
         Ok(known.then(|| Account { name: name.into(), created_at: String::new(), plan: None }))
+    }
+    async fn list_accounts(&self, _: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+        unused()
     }
     async fn set_plan(&self, _: &str, _: &str, _: i64) -> Result<Account, StoreError> {
         unused()

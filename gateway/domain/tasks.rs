@@ -177,6 +177,34 @@ pub struct Account {
     pub plan: Option<String>,
 }
 
+/// Which accounts a listing shows: names containing `search` (any case), after `after` in name order, at
+/// most `limit`.
+#[derive(Debug, Clone, Default)]
+pub struct AccountQuery {
+    pub search: String,
+    pub after: Option<String>,
+    pub limit: usize,
+}
+
+impl AccountQuery {
+    /// Whether the listing shows the account named `name`.
+    pub fn keeps(&self, name: &str) -> bool {
+        self.after.as_deref().is_none_or(|after| name > after)
+            && name.to_lowercase().contains(&self.search.trim().to_lowercase())
+    }
+}
+
+/// An account as a listing shows it: its pots (what is available to spend) and when it last submitted a task.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountSummary {
+    pub name: String,
+    pub created_at: String,
+    pub plan: Option<String>,
+    pub funds: crate::domain::billing::books::Funds,
+    /// When its newest task was submitted (epoch ms), if it has one.
+    pub last_task_ms: Option<i64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyRecord {
     pub account: String,

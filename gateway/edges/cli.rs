@@ -102,6 +102,15 @@ pub enum UsageFormat {
 
 #[derive(Subcommand)]
 pub enum AccountCommand {
+    /// List accounts in name order, with their pots and when each last submitted a task.
+    List {
+        /// Only accounts whose name contains this (any case).
+        #[arg(long, default_value = "")]
+        search: String,
+        /// The page after this account (the `last_name` of the page before).
+        #[arg(long)]
+        after: Option<String>,
+    },
     /// Create an account (no money, no keys yet).
     Create {
         /// The account's name (1-128 characters).
@@ -224,6 +233,9 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
     let at = crate::edges::web::path_segment;
     let (path, body): (String, Option<Value>) = match command {
         AdminCommand::Account { command } => match command {
+            AccountCommand::List { search, after } => {
+                (format!("/accounts?{}", query(&[("search", Some(search)), ("after", after)])?), None)
+            }
             AccountCommand::Create { name } => ("/accounts".into(), Some(json!({"name": name}))),
             AccountCommand::Show { name } => (format!("/accounts/{}", at(&name)), None),
             AccountCommand::TopUp { name, amount, micros } => {

@@ -11,7 +11,9 @@ use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::listing::TaskQuery;
 use crate::domain::results::Mirror;
 use crate::domain::results::TaskResult;
-use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
+use crate::domain::tasks::{
+    Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus,
+};
 use crate::domain::usage_log::UsageFilter;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -190,6 +192,9 @@ pub trait Accounts: Send + Sync {
     async fn ensure_account(&self, name: &str) -> Result<Account, StoreError>;
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError>;
+
+    /// The accounts `query` keeps, in name order, with their funds and last activity.
+    async fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError>;
 
     /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of
     /// what tasks in flight hold from it), in one write: the name and the pot's entry together.

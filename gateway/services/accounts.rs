@@ -6,6 +6,7 @@ use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::WebhookSettings;
 use crate::domain::errors::{Code, Problem};
+use crate::domain::tasks::{AccountQuery, AccountSummary};
 use crate::services::Gateway;
 use crate::services::errors::ServiceError;
 use serde_json::{Value, json};
@@ -32,6 +33,26 @@ pub async fn account_exists(state: &Gateway, account: &str) -> Result<(), Servic
             Err(Problem::new(Code::account_not_found, format!("No account `{account}`.")).with_param("account").into())
         }
     }
+}
+
+/// Accounts a listing shows at most, per page.
+pub const ACCOUNTS_PAGE: usize = 100;
+
+/// Accounts whose name contains `search`, in name order after `after`, a page at a time, with their funds
+/// and last activity; whether more follow.
+pub async fn list_accounts(
+    state: &Gateway,
+    search: &str,
+    after: Option<String>,
+    limit: Option<usize>,
+) -> Result<(Vec<AccountSummary>, bool), ServiceError> {
+    let limit = limit.unwrap_or(ACCOUNTS_PAGE).clamp(1, ACCOUNTS_PAGE);
+    let query = AccountQuery { search: search.to_string(), after, limit: limit + 1 };
+    let mut listed = state.store.list_accounts(&query).await?;
+    state.store.caught_up().await?;
+    let more = listed.len() > limit;
+    listed.truncate(limit);
+    Ok((listed, more))
 }
 
 pub async fn account_view(state: &Gateway, account: &str) -> Result<Value, ServiceError> {

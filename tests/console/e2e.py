@@ -204,7 +204,12 @@ def main():
         expect(operator.locator(".empty")).to_contain_text("Type an account's name above")
         client.goto(URL + "/console/overview")
         expect(client.get_by_role("alert")).to_contain_text("This page is for operators")
-        check_layout(operator, ["/console/overview", "/console/accounts/e2e-studio", "/console/models",
+        operator.goto(URL + "/console/accounts?search=E2E")
+        # Its balance, less the playground's job, and the time of that job.
+        row = operator.locator('[data-account-row="e2e-studio"]')
+        expect(row).to_contain_text(re.compile(r"9\d\.\d\d"))
+        expect(row).to_contain_text(re.compile(r"20\d\d-\d\d-\d\d \d\d:\d\d"))
+        check_layout(operator, ["/console/overview", "/console/accounts", "/console/accounts/e2e-studio", "/console/models",
                                 "/console/usage?account=e2e-studio", "/console/tasks?account=e2e-studio",
                                 "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio"],
                      "operator")

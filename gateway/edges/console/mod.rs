@@ -117,6 +117,7 @@ pub enum Viewer {
 
 const OPERATOR_NAV: &[(&str, &str)] = &[
     ("/console/overview", "Overview"),
+    ("/console/accounts", "Accounts"),
     ("/console/tasks", "Tasks"),
     ("/console/usage", "Usage"),
     ("/console/models", "Models"),

@@ -30,7 +30,7 @@ const SHOWN_ONCE: &str = "mediagate_shown_once";
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/overview", web::get().to(overview))
         .route("/ledger/verify", web::post().to(verify_ledger))
-        .route("/accounts", web::get().to(find_account))
+        .route("/accounts", web::get().to(accounts_page))
         .route("/accounts", web::post().to(create_account))
         .route("/accounts/{name}", web::get().to(account))
         .route("/accounts/{name}/keys/{prefix}/revoke", web::post().to(revoke_key))
@@ -167,14 +167,55 @@ async fn overview_page(state: &Gateway, session: Session, ledger: Option<LedgerR
     Ok(html(StatusCode::OK, &page))
 }
 
-#[derive(Deserialize)]
-struct Named {
-    name: String,
+#[derive(Deserialize, serde::Serialize, Default)]
+struct AccountSearch {
+    #[serde(default)]
+    search: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<String>,
 }
 
-async fn find_account(state: web::Data<Gateway>, req: HttpRequest, query: web::Query<Named>) -> Page {
-    signed_in(&state, &req)?;
-    Ok(redirect(&account_path(query.name.trim())))
+/// One account of the list, in words and units.
+struct AccountRow {
+    name: String,
+    balance: String,
+    plan: String,
+    free_trial: String,
+    last_task: String,
+}
+
+#[derive(Template)]
+#[template(path = "accounts.html")]
+struct AccountsPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    search: String,
+    accounts: Vec<AccountRow>,
+    /// The query of the next page, if there is one.
+    more: Option<String>,
+}
+
+async fn accounts_page(state: web::Data<Gateway>, req: HttpRequest, query: web::Query<AccountSearch>) -> Page {
+    let session = signed_in(&state, &req)?;
+    let AccountSearch { search, after } = query.into_inner();
+    let (listed, more) = accounts::list_accounts(&state, search.trim(), after, None).await?;
+    let more = more.then(|| {
+        let after = listed.last().map(|a| a.name.clone());
+        serde_urlencoded::to_string(AccountSearch { search: search.clone(), after }).unwrap_or_default()
+    });
+    let accounts = listed
+        .into_iter()
+        .map(|a| AccountRow {
+            balance: charts::money(a.funds.balance),
+            plan: charts::money(a.funds.plan),
+            free_trial: charts::money(a.funds.free_trial),
+            last_task: a.last_task_ms.map_or_else(|| "never".into(), crate::domain::clock::local_time),
+            name: a.name,
+        })
+        .collect();
+    let page = AccountsPage { csrf: session.csrf, nav: NAV.to_vec(), notice: None, search, accounts, more };
+    Ok(html(StatusCode::OK, &page))
 }
 
 #[derive(Deserialize)]

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::scope("/admin/v1").configure(|cfg| {
         use super::mount;
-        mount(cfg, "/accounts", vec![("POST", web::post().to(create_account))]);
+        mount(cfg, "/accounts", vec![("GET", web::get().to(list_accounts)), ("POST", web::post().to(create_account))]);
         mount(cfg, "/accounts/{account}", vec![("GET", web::get().to(show_account))]);
         mount(cfg, "/accounts/{account}/top-up", vec![("POST", web::post().to(top_up))]);
         mount(cfg, "/accounts/{account}/plan", vec![("POST", web::post().to(set_plan))]);
@@ -52,6 +52,34 @@ struct Plan {
     name: String,
     /// Micro-units the plan funds; the plan pot is set to this amount.
     allowance: i64,
+}
+
+#[derive(Deserialize)]
+struct AccountListing {
+    #[serde(default)]
+    search: String,
+    after: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Accounts in name order, a page at a time (`after` the last one of the page before), with their funds
+/// and when each last submitted a task.
+async fn list_accounts(
+    _: Admin,
+    state: web::Data<Gateway>,
+    query: web::Query<AccountListing>,
+) -> Result<HttpResponse, ApiError> {
+    let AccountListing { search, after, limit } = query.into_inner();
+    let (listed, has_more) = accounts::list_accounts(&state, &search, after, limit).await?;
+    let data: Vec<Value> = listed
+        .iter()
+        .map(|a| {
+            let last = a.last_task_ms.map(crate::domain::clock::local_time);
+            json!({"name": a.name, "created_at": a.created_at, "plan": a.plan, "funds": a.funds, "last_task_at": last})
+        })
+        .collect();
+    let last_name = listed.last().map(|a| a.name.clone());
+    Ok(HttpResponse::Ok().json(json!({"data": data, "has_more": has_more, "last_name": last_name})))
 }
 
 async fn create_account(

@@ -2,9 +2,12 @@
 
 use super::blocking;
 use super::ledger;
-use super::{ACCOUNTS, Account, KEYS, KeyRecord, Refusal, Store, StoreError, Tx, decode, encode};
+use super::{
+    ACCOUNTS, Account, FUNDS, KEYS, KeyRecord, Refusal, Store, StoreError, TASKS_BY_ACCOUNT, Tx, decode, encode,
+};
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::tasks::hash_key;
+use crate::domain::tasks::{AccountQuery, AccountSummary};
 use crate::ports::storage::Accounts;
 use std::sync::Arc;
 
@@ -107,6 +110,36 @@ impl Store {
         Ok(record)
     }
 
+    /// The accounts `query` keeps, in name order, with their funds and their newest task's time.
+    pub fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+        let tx = self.view()?;
+        let (accounts, funds, by_account) =
+            (tx.open_table(ACCOUNTS)?, tx.open_table(FUNDS)?, tx.open_table(TASKS_BY_ACCOUNT)?);
+        let mut listed = Vec::new();
+        for row in accounts.iter()? {
+            if listed.len() >= query.limit {
+                break;
+            }
+            let (name, record) = row?;
+            if !query.keeps(name.value()) {
+                continue;
+            }
+            let account: Account = decode(record.value())?;
+            let newest =
+                by_account.range_back((name.value(), i64::MIN, ""), (name.value(), i64::MAX, "\u{10FFFF}"))?.next();
+            let last_task_ms = newest.transpose()?.map(|(key, _)| key.value().1);
+            let funds = ledger::funds_row(&funds, name.value())?.less(&self.earmarks.of(name.value()));
+            listed.push(AccountSummary {
+                name: account.name,
+                created_at: account.created_at,
+                plan: account.plan,
+                funds,
+                last_task_ms,
+            });
+        }
+        Ok(listed)
+    }
+
     /// Every key of an account, by prefix only.
     pub fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
         let tx = self.view()?;
@@ -155,6 +188,10 @@ impl Accounts for Store {
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         Store::account(self, name)
+    }
+
+    async fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+        Store::list_accounts(self, query)
     }
 
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {

@@ -2,8 +2,8 @@
 
 use super::changes::CHANNEL;
 use super::{db_error, ledger};
-use crate::domain::billing::books::{EntryKind, Posting, Pot};
-use crate::domain::tasks::{Account, KeyRecord, hash_key};
+use crate::domain::billing::books::{EntryKind, Funds, Posting, Pot};
+use crate::domain::tasks::{Account, AccountQuery, AccountSummary, KeyRecord, hash_key};
 use crate::ports::storage::{Refusal, StoreError};
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::Object;
@@ -102,6 +102,34 @@ pub(super) async fn key(client: &Object, hash: &[u8; 32]) -> Result<Option<KeyRe
         .map_err(db_error)?;
     let row = client.query_opt(&statement, &[&hash.as_slice()]).await.map_err(db_error)?;
     Ok(row.as_ref().map(key_of))
+}
+
+/// The accounts `query` keeps, in name order, with their funds and their newest task's time.
+pub(super) async fn list(client: &Object, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+    let search = query.search.trim().to_lowercase();
+    let after = query.after.clone().unwrap_or_default();
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            "SELECT a.name, a.created_at, a.plan, coalesce(f.free_trial, 0), coalesce(f.plan, 0), coalesce(f.balance, 0),
+                    (SELECT max(t.created_ms) FROM tasks t WHERE t.account = a.name)
+             FROM accounts a LEFT JOIN funds f ON f.account = a.name
+             WHERE a.name > $1 AND strpos(lower(a.name), $2) > 0
+             ORDER BY a.name LIMIT $3",
+            &[&after, &search, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|row| AccountSummary {
+            name: row.get(0),
+            created_at: row.get(1),
+            plan: row.get(2),
+            funds: Funds { free_trial: row.get(3), plan: row.get(4), balance: row.get(5) },
+            last_task_ms: row.get(6),
+        })
+        .collect())
 }
 
 pub(super) async fn keys_of(client: &Object, account: &str) -> Result<Vec<KeyRecord>, StoreError> {

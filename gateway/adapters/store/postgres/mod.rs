@@ -31,7 +31,9 @@ use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::listing::TaskQuery;
 use crate::domain::results::Mirror;
 use crate::domain::results::TaskResult;
-use crate::domain::tasks::{Account, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus};
+use crate::domain::tasks::{
+    Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus,
+};
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
     Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle,
@@ -239,6 +241,11 @@ impl Accounts for Store {
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let name = name.to_string();
         self.with(move |client| async move { accounts::get(&client, &name).await }).await
+    }
+
+    async fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+        let query = query.clone();
+        self.with(move |client| async move { accounts::list(&client, &query).await }).await
     }
 
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
