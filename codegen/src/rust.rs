@@ -319,10 +319,18 @@ fn operation_spec(spec: &Spec, op: &Operation) -> TokenStream {
     };
     let rules = crate::tables::rules_json(op);
     let published = format!("/schemas/published/operations/{name}.json");
+    let all = spec.all_fields(op);
+    let fields = all.keys().filter(|name| !spec.endpoints.submission_fields.contains_key(**name));
+    let parameters = all
+        .iter()
+        .filter(|(_, f)| f.upstream.as_ref().is_some_and(|p| p.to == crate::spec::Slot::Parameters))
+        .map(|(name, _)| name);
     quote! {
         OperationSpec {
             id: OperationId::#id, name: #name, summary: #summary, media: #media, variant_tag: #tag,
             aliases: &[#(#aliases),*],
+            fields: &[#(#fields),*],
+            parameters: &[#(#parameters),*],
             rules_json: #rules,
             published_schema: include_str!(concat!(env!("OUT_DIR"), #published)),
         }

@@ -146,6 +146,17 @@ async fn run(
 }
 
 /// Checks an `Idempotency-Key` as a client sent it: 1-255 visible ASCII characters.
+/// What a request would be charged at its list price, and its units, checked as a submission is but
+/// neither funded nor forwarded: the playground shows it before Submit.
+pub fn quote(state: &Gateway, body: Value) -> Result<(i64, pricing::Units), Problem> {
+    let model = body["model"]
+        .as_str()
+        .ok_or_else(|| Problem::new(Code::missing_model, "`model` is required.").with_param("model"))?;
+    let endpoint = state.registry.enabled(model)?.endpoint();
+    let admitted = admit(&state.registry, endpoint, body)?;
+    Ok(pricing::quote(admitted.model, &admitted.body))
+}
+
 pub fn idempotency_key(key: &[u8]) -> Result<&str, Problem> {
     std::str::from_utf8(key)
         .ok()

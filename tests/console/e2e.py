@@ -130,12 +130,26 @@ def main():
         loaded = sum(len(response.body()) for response in responses)
         print(f"playground first load: {loaded} bytes in {len(responses)} responses")
         assert loaded < 200_000, [(r.url, len(r.body())) for r in responses]
+        # A model that needs an image says so before anything is sent, with the one field it takes for it.
+        client.get_by_label("Model").select_option("alpha2.6-i2v_i2v")
+        client.get_by_role("button", name="Choose").click()
+        expect(client.locator("#quote")).to_contain_text("`image_url` is required")
+        expect(client.get_by_label("image_url (required)")).to_be_visible()
+        expect(client.locator("#f-img_url")).to_have_count(0)
         client.get_by_label("Model").select_option("alpha2.6-t2v_t2v")
         client.get_by_role("button", name="Choose").click()
         expect(client.locator("#playground")).to_have_attribute("data-model", "alpha2.6-t2v_t2v")
         client.get_by_label("prompt (required)").fill("a fox crossing a snowy field at dawn")
         # Its end is delivered to an endpoint that refuses it: the operator sends it again below.
         client.get_by_label("callback_url").fill("http://127.0.0.1:9/hooks")
+        # The price of the job as filled in, before Submit, and again when an option changes it.
+        expect(client.locator("#quote")).to_have_attribute("data-state", "priced")
+        expect(client.locator("#quote")).to_contain_text(re.compile(r"This job costs \d+\.\d\d for 5 s at \S+"))
+        before = client.locator("#quote").inner_text()
+        client.get_by_label("duration").fill("10")
+        expect(client.locator("#quote")).to_contain_text("for 10 s")
+        assert client.locator("#quote").inner_text() != before
+        client.get_by_label("duration").fill("")
         client.get_by_role("button", name="Submit").click()
         expect(client.locator("#progress")).to_have_attribute("data-status", "success", timeout=60_000)
         expect(client.locator("#preview video")).to_have_count(1)
@@ -214,7 +228,8 @@ def main():
                                 "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio"],
                      "operator")
         check_layout(client, ["/console/home", "/console/tasks", client_task_path, "/console/usage",
-                              "/console/playground"], "client")
+                              "/console/playground", "/console/playground?model=alpha2.7-r2v",
+                              "/console/playground?model=alphax-background-generation-v2_background"], "client")
         client.set_viewport_size({"width": 390, "height": 844})
         heaviest = max(SENT, key=SENT.get)
         print(f"heaviest page: {heaviest}, {SENT[heaviest]} bytes sent")

@@ -129,6 +129,11 @@ pub struct OperationSpec {
     pub variant_tag: Option<&'static str>,
     /// `(alias, canonical name)`.
     pub aliases: &'static [(&'static str, &'static str)],
+    /// Every field of the operation (of all its variants), by name; a submission's other fields are the
+    /// gateway's own (`callback_url`).
+    pub fields: &'static [&'static str],
+    /// The fields that tune the job (the upstream's `parameters`), as against its inputs.
+    pub parameters: &'static [&'static str],
     /// Cross-field rules, see `validate::rules`.
     pub rules_json: &'static str,
     pub published_schema: &'static str,

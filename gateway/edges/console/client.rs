@@ -28,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/home", web::get().to(home))
         .route("/playground", web::get().to(playground))
         .route("/playground", web::post().to(submit))
+        .route("/playground/quote", web::post().to(quote))
         .route("/playground/tasks/{task_id}", web::get().to(task));
 }
 
@@ -85,7 +86,7 @@ struct Playground {
     models: Vec<(&'static str, &'static str)>,
     model: &'static str,
     media: &'static str,
-    fields: Vec<Field>,
+    sections: Vec<(&'static str, Vec<Field>)>,
 }
 
 #[derive(Deserialize)]
@@ -100,6 +101,7 @@ async fn playground(state: web::Data<Gateway>, req: HttpRequest, chosen: web::Qu
         Some(id) => state.registry.enabled(id)?,
         None => *models.first().ok_or_else(|| ApiError::new(Code::model_not_found, "No model is enabled."))?,
     };
+    let deployment = forms::Deployment { private_callbacks: state.settings.webhooks.allow_private_callbacks };
     let page = Playground {
         csrf: session.csrf,
         nav: NAV.to_vec(),
@@ -107,7 +109,7 @@ async fn playground(state: web::Data<Gateway>, req: HttpRequest, chosen: web::Qu
         models: models.iter().map(|m| (m.id, m.summary)).collect(),
         model: model.id,
         media: model.media.as_str(),
-        fields: forms::fields(model.published_schema),
+        sections: forms::sections(forms::fields(model, &deployment)),
     };
     Ok(html(StatusCode::OK, &page))
 }
@@ -129,6 +131,43 @@ async fn submit(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Val
     let (Submitted::Accepted(task) | Submitted::Ended(task) | Submitted::Finished { task, .. }) = answer.result?;
     crate::edges::web::request_id::set(task.request_id.clone());
     Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::view(&task)))
+}
+
+/// What the form's request would cost, in units and words, or why it would be refused (the API's envelope).
+async fn quote(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Value>) -> Result<HttpResponse, ApiError> {
+    let (session, _) = signed_in(&state, &req).await.map_err(refused_json)?;
+    session::check_csrf(&req, &session, None)?;
+    let (price, units) = submit::quote(&state, body.into_inner())?;
+    let text = format!("{} for {}", charts::money(price), units_in_words(&units));
+    Ok(HttpResponse::Ok()
+        .insert_header(("Cache-Control", "no-store"))
+        .json(serde_json::json!({"price": price, "text": text})))
+}
+
+/// What a price is for: "5 s at 1080P with sound", "2 images".
+fn units_in_words(units: &crate::domain::billing::pricing::Units) -> String {
+    let mut words = Vec::new();
+    if let Some(seconds) = units.seconds {
+        words.push(format!("{seconds} s"));
+    }
+    if let Some(resolution) = &units.resolution {
+        words.push(format!("at {resolution}"));
+    }
+    match units.audio {
+        Some(true) => words.push("with sound".into()),
+        Some(false) => words.push("silent".into()),
+        None => {}
+    }
+    if let Some(images) = units.images {
+        words.push(format!("{images} image{}", if images == 1 { "" } else { "s" }));
+    }
+    if let Some(calls) = units.calls {
+        words.push(format!("{calls} call{}", if calls == 1 { "" } else { "s" }));
+    }
+    if let Some(tokens) = units.output_tokens {
+        words.push(format!("up to {tokens} output tokens"));
+    }
+    if words.is_empty() { "the request".into() } else { words.join(" ") }
 }
 
 /// One of the client's tasks, as `GET /v1/tasks/{id}` shows it.
