@@ -45,7 +45,7 @@ enum Command {
     /// Back-office jobs through the admin API of a running gateway.
     Admin {
         /// The gateway's address (`https://` is verified like the gateway verifies its upstreams).
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        #[arg(long, env = "MEDIAGATE_URL", default_value = "http://127.0.0.1:8080")]
         url: String,
         /// The admin token; by default the gateway's own, from MEDIAGATE_ADMIN_TOKEN.
         #[arg(long, env = ADMIN_TOKEN_ENV, hide_env_values = true)]
