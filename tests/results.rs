@@ -432,3 +432,17 @@ fn synchronous_answers_name_their_task_and_partial_successes_their_missing_items
     assert_eq!((failed["index"].as_u64(), failed["code"].as_str()), (Some(1), Some("DataInspectionFailed")), "{task}");
     assert!(failed["message"].as_str().is_some_and(|m| !m.is_empty()), "{task}");
 }
+
+/// The demo's videos play: a job's result is the simulator's H.264 video of the length and shape it asked for.
+#[test]
+fn a_video_result_has_the_length_and_shape_asked_for() {
+    let demo = Demo::start();
+    let body = json!({"model": T2V, "prompt": "a fox", "duration": 10, "size": "720*1280"});
+    let accepted = demo.post("/v1/videos/generations", &body);
+    let task_id = accepted.json["task_id"].as_str().unwrap().to_string();
+    assert_eq!(demo.wait_terminal(&task_id, Duration::from_secs(30))["status"], "success");
+    let content = demo.get(&format!("/v1/tasks/{task_id}/content"));
+    assert_eq!((content.status, content.header("content-type")), (200, Some("video/mp4")));
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/app/simulator/videos/9x16-10s.mp4");
+    assert!(content.bytes == std::fs::read(fixture).unwrap(), "not the 9:16, 10 s video");
+}

@@ -153,6 +153,11 @@ def main():
         client.get_by_role("button", name="Submit").click()
         expect(client.locator("#progress")).to_have_attribute("data-status", "success", timeout=60_000)
         expect(client.locator("#preview video")).to_have_count(1)
+        # The video plays: Chromium reads it as H.264 of the length asked for (5 s by default) and its shape.
+        client.wait_for_function("() => document.querySelector('#preview video').readyState >= 1")
+        shape = client.evaluate("() => { const v = document.querySelector('#preview video');"
+                                " return [v.duration, v.videoWidth, v.videoHeight, v.error && v.error.code]; }")
+        assert abs(shape[0] - 5) < 0.5 and shape[1] > shape[2] > 0 and shape[3] is None, shape
         shot(client, "05-playground-finished")
 
         # Its spend shows in the chart, and the task in its list.

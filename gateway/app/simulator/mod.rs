@@ -448,7 +448,16 @@ fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (V
     };
     let mut output = json!({});
     if model.video {
-        output["video_url"] = url(0, "mp4").into();
+        // A playable video of the length asked for, at the aspect of the size or ratio asked for.
+        let seconds = p.get("duration").and_then(Value::as_f64).unwrap_or(model.default_duration as f64);
+        let dimensions = p.get("size").and_then(Value::as_str).and_then(|s| s.split_once('*'));
+        let aspect = match (dimensions, p.get("ratio").and_then(Value::as_str).and_then(|r| r.split_once(':'))) {
+            (Some((w, h)), _) | (None, Some((w, h))) => w.parse::<f64>().ok().zip(h.parse::<f64>().ok()),
+            _ => None,
+        }
+        .map_or(16.0 / 9.0, |(w, h)| w / h.max(1.0));
+        let name = files::video_name(&format!("{}-0", task.task_id), aspect, seconds);
+        output["video_url"] = files::signed_url(base, &name, now_s).into();
         output["orig_prompt"] = task.input.get("prompt").cloned().unwrap_or_default();
         if p.get("prompt_extend") == Some(&Value::Bool(true)) && !model.code.starts_with("alpha2.6") {
             output["actual_prompt"] = task.input.get("prompt").cloned().unwrap_or_default();
@@ -677,7 +686,7 @@ async fn file(path: web::Path<String>, query: web::Query<Signed>) -> HttpRespons
         return HttpResponse::Forbidden().body("expired");
     }
     if name.ends_with(".mp4") {
-        HttpResponse::Ok().content_type("video/mp4").body(files::mp4())
+        HttpResponse::Ok().content_type("video/mp4").body(files::video(&name))
     } else {
         HttpResponse::Ok().content_type("image/png").body(files::png())
     }
