@@ -69,3 +69,13 @@ fn the_quickstart_block_runs_against_the_demo_and_the_deployment_block_beside_it
     let printed = run(&deployment, dir.path());
     assert!(printed.contains("\"key\": \"mg-"), "no key was made:\n{printed}");
 }
+
+/// The README's private CA and server certificate are accepted by curl and by `mediagate admin --ca-file`.
+#[test]
+fn the_certificate_block_makes_a_pair_every_client_here_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls_at = free_port();
+    let script = block("openssl req -x509 -new").replace("127.0.0.1:8443", &tls_at);
+    let printed = run(&script, dir.path());
+    assert!(printed.contains("\"object\": \"list\""), "the admin CLI did not read the models:\n{printed}");
+}

@@ -216,4 +216,30 @@ fn the_gateway_serves_https_itself_and_the_admin_cli_verifies_it() {
     assert!(!refused.status.success());
     let refused = admin(&cert);
     assert!(!refused.status.success(), "a leaf that is not a CA must not be trusted as one");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("not signed by a CA this command trusts"), "{said}");
+}
+
+/// A lone self-signed certificate (a CA certificate, as `openssl req -x509` makes) served as the gateway's
+/// own: the admin CLI refuses it, as rustls does, and says what to make instead.
+#[test]
+fn a_self_signed_ca_served_as_the_gateways_certificate_is_refused_with_what_to_do() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    let (cert, key_file) = (tmp.path().join("cert.pem"), tmp.path().join("key.pem"));
+    std::fs::write(&cert, params.self_signed(&key).unwrap().pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let tls = format!("tls: {{cert_file: {}, key_file: {}}}\n", cert.display(), key_file.display());
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &tls, &[]);
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_mediagate"))
+        .args(["admin", "--url", &gateway.base, "--ca-file", cert.to_str().unwrap(), "model", "list"])
+        .env("MEDIAGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("is itself a CA certificate"), "{said}");
+    assert!(said.contains("--ca-file"), "{said}");
 }

@@ -307,11 +307,38 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
         None => agent.get(&url).header("Authorization", &auth).call(),
         Some(body) => agent.post(&url).header("Authorization", &auth).send_json(&body),
     };
-    let mut response = response.map_err(|e| format!("{url}: {e}"))?;
+    let mut response = response.map_err(|e| {
+        let e = e.to_string();
+        match certificate_advice(&e) {
+            Some(advice) => format!("{url}: {e}\n{advice}"),
+            None => format!("{url}: {e}"),
+        }
+    })?;
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
     let pretty = serde_json::from_str::<Value>(&text).ok().and_then(|v| serde_json::to_string_pretty(&v).ok());
     Ok(Answer { status, body: pretty.unwrap_or(text) })
+}
+
+/// What to do about a gateway certificate this command refused, in words (rustls names the fault only).
+fn certificate_advice(error: &str) -> Option<&'static str> {
+    if error.contains("CaUsedAsEndEntity") {
+        Some(
+            "The gateway's certificate is itself a CA certificate (as a lone `openssl req -x509` makes), which \
+             TLS clients here refuse as a server's. Make a CA and a server certificate signed by it (README: \
+             The gateway's own TLS), serve the server certificate, and pass the CA with --ca-file.",
+        )
+    } else if error.contains("UnknownIssuer") || error.contains("BadSignature") {
+        Some(
+            "The gateway's certificate is not signed by a CA this command trusts: pass the CA with --ca-file, or set SSL_CERT_FILE.",
+        )
+    } else if error.contains("NotValidForName") {
+        Some(
+            "The gateway's certificate does not name the host in --url: use a name or IP address it lists (subjectAltName).",
+        )
+    } else {
+        None
+    }
 }
 
 /// An HTTP agent that verifies an `https` gateway against the system's roots (and `ca_file`), and takes
