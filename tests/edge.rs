@@ -233,7 +233,7 @@ fn a_known_path_asked_with_another_method_is_a_405_naming_the_allowed_ones() {
         ("GET", "/v1/tasks/task-1/cancel", "POST", &auth),
         ("POST", "/v1/models", "GET", &auth),
         ("POST", "/healthz", "GET", &auth),
-        ("GET", "/admin/v1/accounts", "POST", &admin),
+        ("GET", "/admin/v1/accounts/acme/top-up", "POST", &admin),
         ("POST", "/admin/v1/usage", "GET", &admin),
     ] {
         let body = (method == "POST").then_some(&empty);
