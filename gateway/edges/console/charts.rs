@@ -55,11 +55,13 @@ pub fn spend_per_day(lines: &[Value], today_ms: i64) -> Vec<(String, i64)> {
     days
 }
 
-/// Micro-units as money with two decimals (`1.50`).
+/// Micro-units as money: two decimals at least, more where the amount has them (`1.50`, `0.025`), so a
+/// price or a charge is never shown rounded.
 pub fn money(micros: i64) -> String {
-    let cents = micros / 10_000;
-    let sign = if cents < 0 { "-" } else { "" };
-    format!("{sign}{}.{:02}", (cents / 100).abs(), (cents % 100).abs())
+    let sign = if micros < 0 { "-" } else { "" };
+    let micros = micros.unsigned_abs();
+    let fraction = format!("{:06}", micros % 1_000_000);
+    format!("{sign}{}.{:0<2}", micros / 1_000_000, fraction.trim_end_matches('0'))
 }
 
 /// Bars for `days` (labelled `MM-DD`), scaled to the largest, amounts as money.
@@ -161,6 +163,9 @@ mod tests {
         );
         assert_eq!(a[1].y + a[1].height, a[0].y, "the second series sits on the first");
         assert_eq!((stacked.total.as_str(), stacked.bars[0].tip.as_str()), ("6", "a: 3 · 1"));
-        assert_eq!(money(-1_234_567), "-1.23");
+        assert_eq!(
+            (money(-1_234_567), money(-10_000), money(150_000)),
+            ("-1.234567".into(), "-0.01".into(), "0.15".into())
+        );
     }
 }

@@ -81,12 +81,9 @@ async fn switch(
     Ok(redirect("/console/models"))
 }
 
-/// A price in units: two decimals at least, more where the price has them (`0.85`, `0.025`).
+/// A price of the catalog (micro-units) as money.
 fn amount(micros: u64) -> String {
-    let whole = format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000);
-    let trimmed = whole.trim_end_matches('0');
-    let decimals = trimmed.len() - trimmed.find('.').map_or(trimmed.len(), |dot| dot + 1);
-    if decimals < 2 { format!("{}.{:02}", micros / 1_000_000, micros % 1_000_000 / 10_000) } else { trimmed.into() }
+    super::charts::money(i64::try_from(micros).unwrap_or(i64::MAX))
 }
 
 /// A price rule as a person reads it: "0.85 / s at 1080P with sound".
@@ -169,8 +166,14 @@ mod tests {
 
     #[test]
     fn prices_read_in_units_with_as_many_decimals_as_they_have() {
-        for (micros, words) in [(850_000, "0.85"), (25_000, "0.025"), (1_000_000, "1.00"), (0, "0.00"), (1, "0.000001")]
-        {
+        for (micros, words) in [
+            (850_000, "0.85"),
+            (25_000, "0.025"),
+            (1_000_000, "1.00"),
+            (0, "0.00"),
+            (1, "0.000001"),
+            (12_300_000, "12.30"),
+        ] {
             assert_eq!(amount(micros), words, "{micros}");
         }
         const TIERS: &[TierPrice] = &[TierPrice { tier: "1080P", audio: Some(850_000), silent: Some(600_000) }];
