@@ -402,7 +402,8 @@ struct RawPage<'a> {
     total: Option<Value>,
     #[serde(default)]
     total_page: Option<Value>,
-    #[serde(default, borrow)]
+    /// Under `data`, or `tasks` as one SDK version of the protocol names it.
+    #[serde(default, borrow, alias = "tasks")]
     data: Option<Vec<RawListed<'a>>>,
     #[serde(default)]
     code: Option<String>,
@@ -543,6 +544,18 @@ fn error_from(status: u16, verdict: Verdict<'_>) -> UpstreamError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_list_is_read_under_data_or_tasks() {
+        for member in ["data", "tasks"] {
+            let body = format!(
+                r#"{{"total": 1, "total_page": 1, "{member}": [{{"task_id": "t1", "status": "RUNNING", "gmt_create": 5}}]}}"#
+            );
+            let page = task_page(body.as_bytes()).unwrap();
+            assert_eq!((page.total, page.tasks.len(), page.tasks[0].task_id.as_str()), (1, 1, "t1"), "{member}");
+        }
+        assert!(task_page(br#"{"code": "Throttling", "message": "slow down"}"#).is_err());
+    }
 
     fn verdict(status: u16, body: &'static str) -> Result<(), String> {
         checked(status, bytes::Bytes::from_static(body.as_bytes())).map(drop).map_err(|e| e.code())
