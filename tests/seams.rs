@@ -7,8 +7,8 @@ use bytes::Bytes;
 use mediagate::adapters::files::{Files, FilesConfig};
 use mediagate::adapters::store::embedded::Store;
 use mediagate::domain::billing::audit::LedgerReport;
+use mediagate::domain::billing::books::Pot;
 use mediagate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
-use mediagate::domain::billing::books::{EntryKind, Pot};
 use mediagate::domain::billing::pricing;
 use mediagate::domain::catalog::{ENDPOINTS, Media, ModelSpec};
 use mediagate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
@@ -25,6 +25,7 @@ use mediagate::ports::storage::{
 };
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
+use mediagate::services::accounts::Credit;
 use mediagate::services::copies::Copies;
 use mediagate::services::copies::links::Links;
 use mediagate::services::operators::Operators;
@@ -140,7 +141,7 @@ fn a_submission_is_polled_to_success_and_settled_through_the_upstream_port() {
     local.block_on(&runtime, async {
         let gateway = gateway(dir.path(), upstream.clone()).await;
         gateway.store.insert_key("acme", "key-1").await.unwrap();
-        accounts::credit(&gateway, "acme", 100_000_000, String::new(), EntryKind::TopUp, Pot::Balance).await.unwrap();
+        accounts::credit(&gateway, "acme", Credit::TopUp, 100_000_000, String::new()).await.unwrap();
         let caller = auth::authenticate(&gateway, hash_key("key-1")).await.unwrap();
         tokio::task::spawn_local(mediagate::services::tasks::poller::run(gateway.clone()));
 
@@ -431,9 +432,7 @@ fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
         let gateway = Gateway::start(parts).await.unwrap();
         store.ensure_account("acme").await.unwrap();
 
-        let view = accounts::credit(&gateway, "acme", 50_000_000, "hello".into(), EntryKind::TopUp, Pot::Balance)
-            .await
-            .unwrap();
+        let view = accounts::credit(&gateway, "acme", Credit::TopUp, 50_000_000, "hello".into()).await.unwrap();
         assert_eq!(view["funds"]["balance"], 50_000_000);
         let posted: Vec<String> = store
             .posted
@@ -445,14 +444,11 @@ fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
         assert_eq!(posted, ["TopUp Balance 50000000 hello"]);
 
         for refused in [0, -1] {
-            let error = accounts::credit(&gateway, "acme", refused, String::new(), EntryKind::TopUp, Pot::Balance)
-                .await
-                .unwrap_err();
+            let error = accounts::credit(&gateway, "acme", Credit::TopUp, refused, String::new()).await.unwrap_err();
             assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")), "{refused}");
         }
         let past = mediagate::domain::billing::MAX_MICROS;
-        let error =
-            accounts::credit(&gateway, "acme", past, String::new(), EntryKind::TopUp, Pot::Balance).await.unwrap_err();
+        let error = accounts::credit(&gateway, "acme", Credit::TopUp, past, String::new()).await.unwrap_err();
         assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")));
         assert_eq!(store.posted.lock().unwrap().len(), 1, "nothing more was kept");
         assert_eq!(store.pots.lock().unwrap()["acme"].balance, 50_000_000);

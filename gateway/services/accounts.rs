@@ -110,15 +110,27 @@ fn positive(amount: i64) -> Result<i64, Problem> {
 }
 
 /// Adds a positive amount to one pot (a top-up to the balance, a grant to the free trial).
+/// Money an operator adds to an account.
+#[derive(Clone, Copy)]
+pub enum Credit {
+    /// To the balance.
+    TopUp,
+    /// To the free trial (spent first, and the only money free-trial-only models take).
+    FreeTrial,
+}
+
 pub async fn credit(
     state: &Gateway,
     account: &str,
+    credit: Credit,
     amount: i64,
     note: String,
-    kind: EntryKind,
-    pot: Pot,
 ) -> Result<Value, ServiceError> {
     let amount = positive(amount)?;
+    let (kind, pot) = match credit {
+        Credit::TopUp => (EntryKind::TopUp, Pot::Balance),
+        Credit::FreeTrial => (EntryKind::Grant, Pot::FreeTrial),
+    };
     post_to_pot(state, account, kind, pot, amount, note).await
 }
 

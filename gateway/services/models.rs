@@ -54,8 +54,19 @@ pub fn billing_rule(model: &ModelSpec) -> Value {
     }
 }
 
+/// Switches a model `enable` or `disable` (the word of the admin route and the console's form), on every
+/// replica; its id and whether it is now enabled.
+pub async fn switch_model(state: &Gateway, model: &str, switch: &str) -> Result<(&'static str, bool), ServiceError> {
+    let enabled = match switch {
+        "enable" => true,
+        "disable" => false,
+        _ => return Err(Problem::new(Code::not_found, "Use /enable or /disable.").into()),
+    };
+    Ok((set_model_enabled(state, model, enabled).await?, enabled))
+}
+
 /// Switches a model on or off, on every replica; its id.
-pub async fn set_model_enabled(state: &Gateway, model: &str, enabled: bool) -> Result<&'static str, ServiceError> {
+async fn set_model_enabled(state: &Gateway, model: &str, enabled: bool) -> Result<&'static str, ServiceError> {
     let spec = crate::domain::catalog::ModelSpec::find(model)
         .ok_or_else(|| Problem::new(Code::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
     state.store.set_model_switch(spec.id, enabled).await?;

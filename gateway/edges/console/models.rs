@@ -72,12 +72,7 @@ async fn switch(
 ) -> Page {
     signed_in_form(&state, &req, &form.csrf)?;
     let (model, switch) = path.into_inner();
-    let enabled = match switch.as_str() {
-        "enable" => true,
-        "disable" => false,
-        _ => return Err(ApiError::new(Code::not_found, "Use /enable or /disable.").into()),
-    };
-    crate::services::models::set_model_enabled(&state, &model, enabled).await?;
+    crate::services::models::switch_model(&state, &model, &switch).await?;
     Ok(redirect("/console/models"))
 }
 

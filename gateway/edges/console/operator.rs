@@ -6,13 +6,13 @@ use super::charts::{self, BarChart};
 use super::session::{self, Role, Session};
 use super::{CsrfForm, Failure, Page, html, micros, redirect};
 use crate::domain::billing::audit::LedgerReport;
-use crate::domain::billing::books::{EntryKind, Pot};
 use crate::domain::errors::Code;
 use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::{KeyRecord, TaskRecord};
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::web::error::ApiError;
 use crate::services::Gateway;
+use crate::services::accounts::Credit;
 use crate::services::{accounts, webhook_settings};
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::StatusCode;
@@ -370,11 +370,11 @@ async fn change_account(
     let mut shown = None;
     let done = match change.as_str() {
         "top-up" => {
-            accounts::credit(&state, &name, amount()?, "console".into(), EntryKind::TopUp, Pot::Balance).await?;
+            accounts::credit(&state, &name, Credit::TopUp, amount()?, "console".into()).await?;
             "top-up"
         }
         "free-trial" => {
-            accounts::credit(&state, &name, amount()?, "console".into(), EntryKind::Grant, Pot::FreeTrial).await?;
+            accounts::credit(&state, &name, Credit::FreeTrial, amount()?, "console".into()).await?;
             "free-trial"
         }
         "plan" => {

@@ -2,12 +2,12 @@
 //! `mediagate admin` command is its client. Its operations on accounts and keys are plain functions the
 //! console's forms call too, so the console adds no second path to money or keys.
 
-use crate::domain::billing::books::{EntryKind, Pot};
 use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Admin;
 use crate::edges::web::error::ApiError;
 use crate::services::Gateway;
+use crate::services::accounts::Credit;
 use crate::services::{accounts, models};
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -108,13 +108,7 @@ async fn top_up(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(
-        {
-            let body = body.into_inner();
-            accounts::credit(&state, &account, body.amount, body.note, EntryKind::TopUp, Pot::Balance)
-        }
-        .await?,
-    ))
+    credit(&state, &account, Credit::TopUp, body.into_inner()).await
 }
 
 async fn grant_free_trial(
@@ -123,13 +117,11 @@ async fn grant_free_trial(
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(
-        {
-            let body = body.into_inner();
-            accounts::credit(&state, &account, body.amount, body.note, EntryKind::Grant, Pot::FreeTrial)
-        }
-        .await?,
-    ))
+    credit(&state, &account, Credit::FreeTrial, body.into_inner()).await
+}
+
+async fn credit(state: &Gateway, account: &str, credit: Credit, body: Amount) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(accounts::credit(state, account, credit, body.amount, body.note).await?))
 }
 
 async fn set_plan(
@@ -233,12 +225,7 @@ async fn switch_model(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (model, switch) = path.into_inner();
-    let enabled = match switch.as_str() {
-        "enable" => true,
-        "disable" => false,
-        _ => return Err(ApiError::new(Code::not_found, "Use /enable or /disable.")),
-    };
-    let model = models::set_model_enabled(&state, &model, enabled).await?;
+    let (model, enabled) = models::switch_model(&state, &model, &switch).await?;
     Ok(HttpResponse::Ok().json(json!({"model": model, "enabled": enabled})))
 }
 
