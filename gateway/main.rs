@@ -268,9 +268,10 @@ fn run(cli: Cli) -> Result<(), String> {
             if !answer.body.is_empty() {
                 print(&answer.body)?;
             }
-            // The usage log is printed for a pipe or a file: that it is empty goes to the terminal instead.
-            let lines = answer.body.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("at,")).count();
-            if usage && answer.is_success() && lines == 0 {
+            // The usage log is printed for a pipe or a file: that it is empty goes to the terminal instead (a
+            // CSV keeps its header line, `at,...`).
+            let no_lines = || answer.body.lines().all(|l| l.trim().is_empty() || l.starts_with("at,"));
+            if usage && answer.is_success() && no_lines() {
                 eprintln!("No usage lines: no settled task matches (a task has a line once it has ended).");
             }
             if answer.is_success() { Ok(()) } else { Err(format!("the admin API answered {}", answer.status)) }
