@@ -147,6 +147,13 @@ struct SimulateArgs {
     /// Task queries (and lists) per second per key; 0 is unlimited.
     #[arg(long, default_value_t = 20.0)]
     query_qps: f64,
+    /// Tasks pending or running at once per key and model, for every model [default: the simulator's
+    /// figures, 2 for the VACE models and 5 for the others].
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// Creates per second per key; 0 is unlimited.
+    #[arg(long, default_value_t = 0)]
+    create_qps: u32,
     /// Serve HTTPS with a certificate made at start, signed by a new CA written to --ca-out.
     #[arg(long)]
     tls: bool,
@@ -326,6 +333,8 @@ fn simulate(args: SimulateArgs) -> Result<(), String> {
         data_dir: args.data_dir,
         public_base,
         query_qps: (args.query_qps > 0.0).then_some(args.query_qps),
+        concurrency: args.concurrency,
+        create_qps: (args.create_qps > 0).then_some(args.create_qps),
     };
     let simulator = std::sync::Arc::new(mediagate::app::simulator::Simulator::open(config)?);
     print(simulator_banner(&simulator, &args.key_prefix, args.keys, tls.as_ref().map(|(_, path)| path)))?;

@@ -648,5 +648,7 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         running_ms: None,
         measured: None,
         failed_items: Vec::new(),
+        envelope: None,
+        attempts: Vec::new(),
     }
 }

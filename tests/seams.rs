@@ -47,7 +47,7 @@ struct FakeUpstream {
 
 #[async_trait::async_trait(?Send)]
 impl Upstream for FakeUpstream {
-    async fn create(&self, model: &ModelSpec, envelope: &Bytes) -> Result<Created, UpstreamError> {
+    async fn create(&self, model: &ModelSpec, envelope: &Bytes, _: usize) -> Result<Created, UpstreamError> {
         let sent: serde_json::Value = serde_json::from_slice(envelope).unwrap();
         self.calls.lock().unwrap().push(format!("create {} {}", model.id, sent["model"]));
         Ok(Created { task_id: Some("up-1".into()), ..Created::default() })
@@ -78,7 +78,7 @@ impl Upstream for FakeUpstream {
         Err(UpstreamError::Timeout)
     }
 
-    async fn cancel(&self, _: &str, _: &str) -> Result<(), UpstreamError> {
+    async fn cancel(&self, _: &str, _: usize, _: &str) -> Result<(), UpstreamError> {
         Ok(())
     }
 
@@ -88,6 +88,10 @@ impl Upstream for FakeUpstream {
 
     fn recorded(&self, code: &str, message: &str, _: &str) -> UpstreamError {
         UpstreamError::Malformed(format!("{code}: {message}"))
+    }
+
+    fn caps(&self, model: &ModelSpec) -> Vec<u32> {
+        vec![model.concurrency]
     }
 
     fn regions(&self) -> Vec<(&'static str, usize)> {

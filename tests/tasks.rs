@@ -94,7 +94,6 @@ fn create_time_hooks_map_to_the_error_catalogue() {
     for (hook, status, code) in [
         ("sim:reject", 400, "upstream_rejected"),
         ("sim:inspect", 400, "upstream_content_blocked"),
-        ("sim:throttle", 429, "upstream_rate_limited"),
         ("sim:error", 502, "upstream_error"),
         ("sim:unavailable", 503, "upstream_unavailable"),
         ("sim:arrears", 503, "upstream_unavailable"),
@@ -105,6 +104,9 @@ fn create_time_hooks_map_to_the_error_catalogue() {
         let text = reply.json.to_string();
         assert!(!text.contains("upstream/") && !text.contains("demo-upstream"), "{hook} leaks: {text}");
     }
+    // A create the upstream refuses for its capacity is no refusal of the client's job: it waits its turn.
+    let throttled = demo.post(VIDEOS, &t2v("fox sim:throttle"));
+    assert_eq!((throttled.status, throttled.json["status"].as_str()), (200, Some("queued")), "{}", throttled.json);
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! submissions and task reads on the plain gateway.
 
 use crate::harness::{
-    ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, context_switches, cpu_micros, create_key, free_port, gateway_config, http,
-    median, met, rss_bytes, start, wait_listening,
+    ADMIN_ENV, ROUNDS, UNCAPPED, UPSTREAM_KEY_ENV, context_switches, cpu_micros, create_key, free_port, gateway_config,
+    http, median, met, rss_bytes, start, wait_listening,
 };
 use crate::loadgen::{Outcome, Request, closed_loop, fixed_rate, saturate};
 use mediagate::domain::tasks::TaskStatus;
@@ -126,8 +126,12 @@ pub fn run() -> String {
     let gw_addr = format!("127.0.0.1:{gw_port}");
     let bare_addr = format!("127.0.0.1:{bare_port}");
 
-    let _sim =
-        start(1, &mediagate, &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"], &[]);
+    let _sim = start(
+        1,
+        &mediagate,
+        &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench", "--concurrency", UNCAPPED],
+        &[],
+    );
     // The TLS lanes' simulator: its own port and CA; both TLS servers trust the CA through SSL_CERT_FILE.
     let (tls_sim_addr, tls_gw_addr, tls_bare_addr) = (
         format!("127.0.0.1:{}", free_port()),
@@ -144,6 +148,8 @@ pub fn run() -> String {
         "0",
         "--key-prefix",
         "bench",
+        "--concurrency",
+        UNCAPPED,
         "--tls",
         "--ca-out",
         &ca_arg,

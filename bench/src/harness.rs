@@ -54,7 +54,8 @@ pub const UPSTREAM_KEY_ENV: &str = "BENCH_UPSTREAM_KEY";
 pub const ADMIN_ENV: &str = "BENCH_ADMIN";
 
 /// The config of a benched gateway: one worker on `listen`, its store in `data_dir`, the simulator at
-/// `sim_addr` as region `cn-beijing`, client limits out of the way; `extra` is appended (more YAML).
+/// `sim_addr` as region `cn-beijing`, client limits and the upstream's caps on running tasks out of the way
+/// (the lanes measure the request path; `bash bench/run.sh capacity` measures the caps); `extra` is appended.
 /// A gateway config whose `cn-beijing` upstream is the simulator at `sim_base` (`http://` or `https://`).
 pub fn gateway_config(listen: &str, data_dir: &Path, sim_base: &str, extra: &str) -> String {
     format!(
@@ -64,6 +65,9 @@ pub fn gateway_config(listen: &str, data_dir: &Path, sim_base: &str, extra: &str
         data_dir.display()
     )
 }
+
+/// A cap on running tasks no lane reaches, for the simulator (`--concurrency`) and the gateway alike.
+pub const UNCAPPED: &str = "1000000000";
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)

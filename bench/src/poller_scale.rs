@@ -14,8 +14,8 @@
 //! the three together (the keys' limits are shared, so the busiest key's peak is theirs together).
 
 use crate::harness::{
-    ADMIN_ENV, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile, rss_bytes,
-    start, wait_listening,
+    ADMIN_ENV, UNCAPPED, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile,
+    rss_bytes, start, wait_listening,
 };
 use crate::loadgen::Connection;
 use mediagate::adapters::upstream::client::compact_time;
@@ -112,7 +112,17 @@ fn run_with(setup: Setup) -> String {
     let gw_addrs: Vec<String> = (0..gateways_wanted).map(|_| format!("127.0.0.1:{}", free_port())).collect();
     let gw_addr = gw_addrs[0].clone();
     let (keys_flag, limit_flag, scale_flag) = ((KEYS + 1).to_string(), LIMIT.to_string(), scale.to_string());
-    let sim_args = ["simulate", "--listen", &sim_addr, "--time-scale", &scale_flag, "--key-prefix", "bench"];
+    let sim_args = [
+        "simulate",
+        "--listen",
+        &sim_addr,
+        "--time-scale",
+        &scale_flag,
+        "--key-prefix",
+        "bench",
+        "--concurrency",
+        UNCAPPED,
+    ];
     let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--query-qps", &limit_flag]).collect();
     let _sim = start(1, &bin, &sim_args, &[]);
     let data = tmp.path().join("gateway");

@@ -3,7 +3,9 @@
 //! same run pgbench running the statements each of those requests commits, as a custom script on the same
 //! database: the database's own ceiling for this work. Goal: the gateway at half of it or more.
 
-use crate::harness::{ADMIN_ENV, ROUNDS, UPSTREAM_KEY_ENV, free_port, gateway_config, http, median, met, start};
+use crate::harness::{
+    ADMIN_ENV, ROUNDS, UNCAPPED, UPSTREAM_KEY_ENV, free_port, gateway_config, http, median, met, start,
+};
 use crate::loadgen::{Request, saturate};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -159,7 +161,7 @@ pub fn run() -> String {
     let _sim = start(
         1,
         &bin.join("mediagate"),
-        &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"],
+        &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench", "--concurrency", UNCAPPED],
         &[],
     );
     let dir = cluster.dir.join("gateway");

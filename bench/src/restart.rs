@@ -9,8 +9,8 @@
 //! the store's.
 
 use crate::harness::{
-    ADMIN_ENV, ROUNDS, Server, UPSTREAM_KEY_ENV, bin_dir, call, free_port, gateway_config, median, met, rss_bytes,
-    start, wait_listening,
+    ADMIN_ENV, ROUNDS, Server, UNCAPPED, UPSTREAM_KEY_ENV, bin_dir, call, free_port, gateway_config, median, met,
+    rss_bytes, start, wait_listening,
 };
 use mediagate::adapters::store::embedded::Store;
 use mediagate::domain::billing::books::Pot;
@@ -128,6 +128,8 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         running_ms: None,
         measured: None,
         failed_items: Vec::new(),
+        envelope: None,
+        attempts: Vec::new(),
     }
 }
 
@@ -539,8 +541,12 @@ fn scenario() -> Result<String, String> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mediagate = bin_dir().join("mediagate");
     let sim_addr = format!("127.0.0.1:{}", free_port());
-    let _sim =
-        start(1, &mediagate, &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench"], &[]);
+    let _sim = start(
+        1,
+        &mediagate,
+        &["simulate", "--listen", &sim_addr, "--time-scale", "0", "--key-prefix", "bench", "--concurrency", UNCAPPED],
+        &[],
+    );
     wait_listening(&sim_addr);
     let setup = Setup { mediagate, sim_addr, work: tmp.path().to_path_buf() };
 

@@ -218,6 +218,14 @@ fn error_response() -> Value {
 fn response_schemas() -> Map<String, Value> {
     let status = json!({"type": "string", "enum": ["queued", "running", "success", "failed", "timeout", "cancelled"]});
     let mut m = Map::new();
+    m.insert("QueuePlace".into(), json!({
+        "type": "object", "required": ["position", "ahead_of_you_seconds_estimate"],
+        "description": "Present while the task waits for an upstream slot (every upstream account runs as many tasks of its model as it may): it is sent when one frees, fairly across accounts, first come first served within one.",
+        "properties": {
+            "position": {"type": "integer", "minimum": 1, "description": "Its place in line for its model, 1 next."},
+            "ahead_of_you_seconds_estimate": {"type": "integer", "minimum": 0, "description": "Roughly how long until it is sent, from the model's typical run time and the slots there are."},
+        },
+    }));
     m.insert("TaskList".into(), json!({
         "type": "object", "required": ["data", "has_more", "last_id"],
         "properties": {
@@ -231,6 +239,7 @@ fn response_schemas() -> Map<String, Value> {
         "properties": {
             "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
             "message": {"type": "string"}, "created_at": {"type": "string", "description": "Local time, YYYY-MM-DD HH:MM:SS."},
+            "queue": {"$ref": "#/components/schemas/QueuePlace"},
         },
     }));
     m.insert(
@@ -258,6 +267,12 @@ fn response_schemas() -> Map<String, Value> {
                 "settlement": {"type": "object"},
                 "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
                 "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},
+                "queue": {"$ref": "#/components/schemas/QueuePlace"},
+                "attempts": {"type": "array", "description": "Present when the task was sent upstream more than once (the upstream failed it for its own reasons and it was sent again): each sending in order.",
+                    "items": {"type": "object", "required": ["key", "started_at"], "properties": {
+                        "key": {"type": "integer", "description": "Which of the region's upstream keys it went to, by index."},
+                        "started_at": {"type": "string"},
+                        "failed": {"type": "string", "description": "The upstream's code for the failure that made it go again."}}}},
             },
         }),
     );

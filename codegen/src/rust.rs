@@ -68,6 +68,7 @@ pub fn generate(spec: &Spec) -> String {
         .iter()
         .flat_map(|(tier, ratios)| ratios.iter().map(move |(ratio, size)| quote! { (#tier, #ratio, #size) }));
     let models = spec.models.iter().map(|m| model_spec(spec, m));
+    let transient = &spec.upstream.capacity.transient_failures;
     let tokens = quote! {
         use crate::domain::catalog::{Audio, BillingRule, EndpointSpec, Envelope, Media, ModelSpec, OperationSpec, PixelRange, RouteSpec, SyncResponse, TaskMode, TierPrice, TokenPrice, Transform, UpstreamWire, WireHeader};
         use crate::domain::catalog::envelope::{EnvelopeBuilder, FieldOut, RenderError, Slot};
@@ -122,6 +123,8 @@ pub fn generate(spec: &Spec) -> String {
         };
         /// Upstream routes by name.
         pub static ROUTES: &[RouteSpec] = &[#(#routes),*];
+        /// Codes of a FAILED upstream task worth sending again (on another upstream account).
+        pub static TRANSIENT_FAILURES: &[&str] = &[#(#transient),*];
         /// Upstream regions.
         pub static REGIONS: &[&str] = &[#(#regions),*];
         /// Resolution tier -> its `W*H` sizes.
@@ -353,6 +356,7 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
         Audio::None => quote!(Audio::None),
     };
     let (enabled, free, deadline, expected) = (m.enabled, m.free_trial_only, m.deadline_seconds, m.expected_seconds);
+    let concurrency = m.concurrency.unwrap_or(spec.upstream.capacity.concurrency);
     let inspection = m.data_inspection;
     let transforms = m.transforms.iter().map(|(f, t)| {
         let t = transform(*t);
@@ -374,7 +378,7 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
             id: #id, model_code: #code, operation: OperationId::#op, media: #media, task_mode: #mode,
             region: #region, route: &ROUTES[#route], envelope: #envelope, summary: #summary,
             enabled: #enabled, free_trial_only: #free, audio: #audio, data_inspection: #inspection,
-            deadline_seconds: #deadline, expected_seconds: #expected,
+            deadline_seconds: #deadline, expected_seconds: #expected, concurrency: #concurrency,
             transforms: &[#(#transforms),*],
             pixel_limits: &[#(#pixels),*],
             defaults: &[#(#defaults),*],

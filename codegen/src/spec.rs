@@ -69,6 +69,17 @@ pub struct UpstreamFile {
     pub sizes: BTreeMap<String, Vec<String>>,
     /// Resolution tier -> ratio -> `W*H`, for models that take `resolution` + `ratio` instead of `size`.
     pub ratio_sizes: BTreeMap<String, BTreeMap<String, String>>,
+    pub capacity: Capacity,
+}
+
+/// What one upstream account may run at once, and which failures are worth sending again.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capacity {
+    /// Tasks pending or running at once per upstream account and model, for a model record that names none.
+    pub concurrency: u32,
+    /// Codes of a FAILED task that say nothing of its input: the same job sent again usually succeeds.
+    pub transient_failures: Vec<String>,
 }
 
 /// Names that differ from one deployment of the upstream family to the next.
@@ -315,6 +326,10 @@ pub struct Model {
     pub deadline_seconds: u64,
     /// Typical run time, used by the poller to decide when a job is worth asking about.
     pub expected_seconds: u64,
+    /// Tasks of this model pending or running at once per upstream account; `capacity.concurrency` of
+    /// `spec/upstream.yaml` when absent.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
     /// Per-field narrowing of the operation's parameters.
     #[serde(default)]
     pub limits: BTreeMap<String, Limit>,

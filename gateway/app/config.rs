@@ -33,6 +33,9 @@ pub struct Config {
     pub billing: BillingConfig,
     /// Caps every model's deadline (seconds); 0 keeps the spec's deadlines.
     pub max_task_seconds: u64,
+    /// Times a task the upstream failed with a transient code (`spec/upstream.yaml`) is sent again, to
+    /// another key where there is one, within its deadline; 0 fails it at once.
+    pub transient_retries: u32,
     /// Memory for finished tasks' rendered answers to `GET /v1/tasks/{id}` (bytes); 0 keeps none.
     pub finished_task_cache_bytes: u64,
     /// Serve HTTPS on `listen` (for deployments with no load balancer in front to end TLS).
@@ -137,6 +140,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             billing: BillingConfig::default(),
             max_task_seconds: 0,
+            transient_retries: 2,
             finished_task_cache_bytes: 64 * 1024 * 1024,
             tls: None,
             store: StoreConfig::default(),

@@ -70,6 +70,8 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
             data_dir: Some(options.data_dir.join("simulator")),
             public_base,
             query_qps: Some(f64::from(config.poller.queries_per_second)),
+            concurrency: None,
+            create_qps: None,
         })
         .map_err(|e| format!("simulator: {e}"))?,
     );

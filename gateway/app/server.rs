@@ -60,6 +60,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
         webhooks: config.webhooks.clone(),
         billing: config.billing.clone(),
         max_task_seconds: config.max_task_seconds,
+        transient_retries: config.transient_retries,
         copy_retry_delays_ms: results.retry_delays_ms.clone(),
     };
     let parts = Parts {
@@ -107,6 +108,7 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let Wired { gateway: state, config, sessions } = wired;
     tokio::task::spawn_local(crate::services::tasks::poller::run(state.clone()));
+    tokio::task::spawn_local(crate::services::tasks::dispatch::run(state.clone()));
     tokio::task::spawn_local(crate::services::deliveries::run(state.clone()));
     tokio::task::spawn_local(crate::services::copies::run(state.clone()));
     tokio::task::spawn_local(follow_switches(state.clone()));

@@ -3,6 +3,7 @@
 pub mod addresses;
 pub mod admission;
 pub mod billing;
+pub mod capacity;
 pub mod catalog;
 pub mod clock;
 pub mod deliveries;

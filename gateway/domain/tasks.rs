@@ -131,6 +131,27 @@ pub struct TaskRecord {
     /// The items of a successful task the upstream could not make (a partial success).
     #[serde(default)]
     pub failed_items: Vec<FailedItem>,
+    /// The body sent upstream, kept while the task is live: a task waiting for an upstream slot is sent
+    /// from it, and so is one sent again after a transient failure.
+    #[serde(default)]
+    pub envelope: Option<String>,
+    /// Every time the task was sent upstream, in order.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One sending of a task to the upstream.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    /// Which key of the region's list (an upstream account) it went to; never the key itself.
+    pub key: u32,
+    pub started_ms: i64,
+    /// The upstream's task id, once it accepted the job.
+    #[serde(default)]
+    pub upstream_task_id: Option<String>,
+    /// The code it failed with, when another attempt followed.
+    #[serde(default)]
+    pub failed: Option<String>,
 }
 
 impl TaskRecord {
@@ -165,6 +186,21 @@ impl TaskRecord {
 
     pub fn ended_ms(&self) -> i64 {
         self.finished_ms.unwrap_or(self.updated_ms)
+    }
+
+    /// Whether the task waits for an upstream slot: accepted, with its body kept, and not being sent (an
+    /// attempt without an upstream id or an outcome is a send whose answer is not known).
+    pub fn waits_for_slot(&self) -> bool {
+        self.status == TaskStatus::Queued
+            && self.upstream_task_id.is_none()
+            && self.envelope.is_some()
+            && self.attempts.last().is_none_or(|a| a.failed.is_some())
+    }
+
+    /// The key the task holds a running slot on: its last attempt's, while the upstream has it.
+    pub fn slot_key(&self) -> Option<usize> {
+        let attempt = self.attempts.last()?;
+        (self.upstream_task_id.is_some() && attempt.failed.is_none()).then_some(attempt.key as usize)
     }
 }
 

@@ -14,9 +14,9 @@ use std::borrow::Cow;
 /// The upstream family, every region of it the deployment reaches.
 #[async_trait::async_trait(?Send)]
 pub trait Upstream: Send + Sync {
-    /// Submits a job (an asynchronous model's) or runs it (a synchronous one's), with the next key of the
-    /// model's region in turn.
-    async fn create(&self, model: &ModelSpec, envelope: &Bytes) -> Result<Created, UpstreamError>;
+    /// Submits a job (an asynchronous model's) or runs it (a synchronous one's) with key `key` of the
+    /// model's region: each key is one upstream account, with its own running slots.
+    async fn create(&self, model: &ModelSpec, envelope: &Bytes, key: usize) -> Result<Created, UpstreamError>;
     /// What the upstream says of one task, asked with key `key` of `region` (modulo its key count): the
     /// caller paces each key.
     async fn query(
@@ -28,14 +28,17 @@ pub trait Upstream: Send + Sync {
     ) -> Result<Observed, UpstreamError>;
     /// A page of the tasks created in a window, asked with key `key` of `region`.
     async fn list(&self, region: &str, key: usize, request: &ListRequest) -> Result<TaskPage, UpstreamError>;
-    /// Cancels a task the upstream has not started.
-    async fn cancel(&self, region: &str, upstream_task_id: &str) -> Result<(), UpstreamError>;
+    /// Cancels a task the upstream has not started, with the key that created it.
+    async fn cancel(&self, region: &str, key: usize, upstream_task_id: &str) -> Result<(), UpstreamError>;
     /// One of a task's result files, as `url` (the upstream's, signed by it) serves it, or the bytes of it a
     /// `Range` header asks for; any answer the upstream gives.
     async fn fetch(&self, region: &str, url: &str, range: Option<&str>) -> Result<Fetched, UpstreamError>;
     /// The error a task recorded (its `code` and message, for a model of `region`), classified again as when
     /// it was first answered.
     fn recorded(&self, code: &str, message: &str, region: &str) -> UpstreamError;
+    /// How many tasks of `model` each key of its region may have pending or running at once (empty where
+    /// the region is not configured).
+    fn caps(&self, model: &ModelSpec) -> Vec<u32>;
     /// Regions the deployment reaches, with their keys' count: their query limits add up.
     fn regions(&self) -> Vec<(&'static str, usize)>;
     /// The longest a call may take, in any region.
@@ -181,6 +184,20 @@ pub enum Refusal {
 }
 
 impl UpstreamError {
+    /// Worth sending to another upstream account at once: the key was refused for its capacity or rate, the
+    /// upstream failed without taking the job, or it could not be reached. Never a timeout, after which the
+    /// job may have been created.
+    pub fn try_another_key(&self) -> bool {
+        match self {
+            UpstreamError::Answered { status, refusal, .. } => {
+                *refusal == Refusal::RateLimited
+                    || (matches!(status, 500 | 502 | 503 | 504) && *refusal == Refusal::Failed)
+            }
+            UpstreamError::Transport(_) => true,
+            _ => false,
+        }
+    }
+
     /// Worth trying again later: rate limits, server errors, transport failures.
     pub fn is_transient(&self) -> bool {
         match self {

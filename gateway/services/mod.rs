@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod auth;
+pub mod capacity;
 pub mod copies;
 pub mod deliveries;
 pub mod errors;
@@ -36,6 +37,8 @@ pub struct Gateway {
     /// Where webhook deliveries are posted through.
     pub webhooks: Arc<dyn WebhookSender>,
     pub poller: Poller,
+    /// Upstream slots per key and model, and the tasks waiting for one.
+    pub capacity: Arc<capacity::Capacity>,
     pub limits: Limits,
     /// Answers of finished task reads, kept rendered.
     pub finished: FinishedAnswers,
@@ -72,9 +75,12 @@ impl Gateway {
         // Where the store is this process's alone, the accounts' limits are kept here.
         let limits = Limits::new(&settings.limits, store.topology() == Topology::Owned);
         limits.restore(claimed.iter().map(|t| t.account.clone()));
+        let capacity = Arc::new(capacity::Capacity::new(upstream.clone()));
+        let polled = tasks::dispatch::sort_claimed(&capacity, claimed);
         Ok(Gateway {
             registry: Registry::new(switches)?,
-            poller: Poller::new(claimed),
+            poller: Poller::new(polled),
+            capacity,
             finished: FinishedAnswers::new(finished_task_cache_bytes),
             started_ms: crate::domain::clock::now_ms(),
             store,

@@ -13,6 +13,8 @@ pub struct Settings {
     pub billing: BillingConfig,
     /// Caps every model's deadline (seconds); 0 keeps the spec's deadlines.
     pub max_task_seconds: u64,
+    /// Times a task the upstream failed for its own reasons is sent again.
+    pub transient_retries: u32,
     /// Wait before each retry of a failed result copy (milliseconds).
     pub copy_retry_delays_ms: Vec<u64>,
 }

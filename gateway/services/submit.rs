@@ -13,7 +13,7 @@ use crate::domain::catalog::{EndpointSpec, ModelSpec, SyncResponse, TaskMode};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted, Topology};
-use crate::ports::upstream::Created;
+use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::errors::ServiceError;
@@ -107,7 +107,15 @@ async fn run(
         task.billing = Some(billing);
         ScopeGuard::into_inner(slot);
         let _handled = crate::support::metrics::task_handled();
-        return run_sync(state, endpoint, OpenTask::Unwritten(Box::new(task), earmark), &admitted, gone).await;
+        return run_sync(
+            state,
+            endpoint,
+            OpenTask::Unwritten(Box::new(task), earmark),
+            &admitted,
+            caller.account(),
+            gone,
+        )
+        .await;
     }
     task.billing = Some(billing);
     let idem = idempotency.clone().map(|(key, body_hash)| IdempotencyClaim {
@@ -139,7 +147,7 @@ async fn run(
     ScopeGuard::into_inner(slot);
     let _handled = crate::support::metrics::task_handled();
     if synchronous {
-        run_sync(state, endpoint, task.into(), &admitted, gone).await
+        run_sync(state, endpoint, task.into(), &admitted, caller.account(), gone).await
     } else {
         Ok(Submitted::Accepted(tasks::forward_async(state, task, &admitted).await?))
     }
@@ -246,7 +254,9 @@ async fn replay(
     let model = ModelSpec::find(&task.model);
     let synchronous = model.is_some_and(|m| m.task_mode == TaskMode::Sync);
     Ok(Replayed::Answer(Box::new(match task.status {
-        TaskStatus::Queued | TaskStatus::Running if !synchronous && task.upstream_task_id.is_some() => {
+        TaskStatus::Queued | TaskStatus::Running
+            if !synchronous && (task.upstream_task_id.is_some() || task.waits_for_slot()) =>
+        {
             Submitted::Accepted(task)
         }
         TaskStatus::Queued | TaskStatus::Running => return Err(in_progress().into()),
@@ -261,6 +271,17 @@ async fn replay(
         },
         _ => Submitted::Ended(task),
     })))
+}
+
+/// The answer to a synchronous call no upstream key had a slot for in time: the upstream's own refusal, so
+/// that a replay of it answers the same.
+fn busy() -> UpstreamError {
+    UpstreamError::Answered {
+        status: 429,
+        code: "Throttling.RateQuota".into(),
+        message: "Every upstream account is busy with this model.".into(),
+        refusal: Refusal::RateLimited,
+    }
 }
 
 fn in_progress() -> Problem {
@@ -288,6 +309,7 @@ async fn run_sync(
     endpoint: &EndpointSpec,
     task: OpenTask,
     admitted: &Admitted,
+    account: &str,
     gone: impl Future<Output = ()>,
 ) -> Result<Submitted, ServiceError> {
     // Abandoned if the caller's future is dropped mid-call (server shutdown).
@@ -297,20 +319,49 @@ async fn run_sync(
             let _ = abandon(&state, task).await;
         });
     });
-    crate::support::metrics::upstream_call("create");
-    let call = state.upstream.create(admitted.model, &admitted.envelope);
-    let answer = tokio::select! {
-        answer = call => answer,
-        () = gone => {
+    let model = admitted.model;
+    let mut gone = std::pin::pin!(gone);
+    let key = match state.capacity.take(model, &[], false) {
+        Some(key) => key,
+        None => {
+            // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
+            let turn = tokio::time::timeout(state.upstream.longest_timeout(), state.capacity.wait(account, model));
+            tokio::select! {
+                turn = turn => match turn {
+                    Ok(Ok(key)) => key,
+                    _ => {
+                        let busy = busy();
+                        tasks::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
+                        return Err(busy.into());
+                    }
+                },
+                () = &mut gone => {
+                    abandon(state, ScopeGuard::into_inner(guard)).await?;
+                    return Err(Problem::new(Code::client_closed_request, "The client closed the connection.").into());
+                }
+            }
+        }
+    };
+    let call = tasks::dispatch::send(state, model, &admitted.envelope, key);
+    let sent = tokio::select! {
+        sent = call => sent,
+        () = &mut gone => {
             abandon(state, ScopeGuard::into_inner(guard)).await?;
             return Err(Problem::new(Code::client_closed_request, "The client closed the connection.").into());
         }
     };
     let task = ScopeGuard::into_inner(guard);
+    let answer = match sent {
+        tasks::dispatch::Sent::Taken { key, created } => {
+            state.capacity.give_back(model, key);
+            Ok(created)
+        }
+        tasks::dispatch::Sent::NoKey => Err(busy()),
+        tasks::dispatch::Sent::Failed(error) => Err(error),
+    };
     let Created { results, failed, usage, measured, body, .. } = match answer {
         Ok(created) => created,
         Err(error) => {
-            crate::support::metrics::upstream_error("create");
             tasks::fail(state, task, &error.code(), &error.detail()).await?;
             return Err(error.into());
         }

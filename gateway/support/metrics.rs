@@ -34,8 +34,29 @@ struct RegionLabels {
     region: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SlotLabels {
+    region: &'static str,
+    model: &'static str,
+    key: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    model: &'static str,
+    account: String,
+}
+
+/// One capacity pool as the render shows it: region, model code, `(used, cap)` per key, waiting per account.
+pub type PoolFigures = (&'static str, &'static str, Vec<(u32, u32)>, Vec<(String, usize)>);
+
 struct Metrics {
     registry: Registry,
+    slots_used: Family<SlotLabels, Gauge>,
+    slots_cap: Family<SlotLabels, Gauge>,
+    queued: Family<QueueLabels, Gauge>,
+    queue_wait: Histogram,
+    failovers: Family<KindLabels, Counter>,
     requests: Family<RouteLabels, Counter>,
     latency: Family<KindLabels, Histogram>,
     upstream_calls: Family<KindLabels, Counter>,
@@ -112,6 +133,19 @@ fn metrics() -> &'static Metrics {
         let webhook_attempts = Family::<KindLabels, Counter>::default();
         let (mirrored_files, mirrored_bytes) = (Family::<KindLabels, Counter>::default(), Counter::default());
         let (stored_files, stored_bytes) = (Gauge::default(), Gauge::default());
+        let (slots_used, slots_cap) = (Family::<SlotLabels, Gauge>::default(), Family::<SlotLabels, Gauge>::default());
+        let queued = Family::<QueueLabels, Gauge>::default();
+        let queue_wait = Histogram::new(exponential_buckets(0.01, 2.0, 16));
+        let failovers = Family::<KindLabels, Counter>::default();
+        registry.register("upstream_slots_used", "Tasks pending or running upstream per key (by index) and model code", slots_used.clone());
+        registry.register("upstream_slots", "The cap on tasks pending or running upstream per key and model code", slots_cap.clone());
+        registry.register("tasks_queued", "Tasks waiting for an upstream slot, by model code and client account", queued.clone());
+        registry.register("queue_wait_seconds", "How long tasks waited for an upstream slot", queue_wait.clone());
+        registry.register(
+            "upstream_failovers",
+            "Jobs sent to another upstream key: refused (a create refused or failed on one key) or transient (a task the upstream failed for its own reasons)",
+            failovers.clone(),
+        );
         registry.register(
             "result_files_mirrored",
             "Result files copied into the gateway's storage (outcome mirrored), or given up on after every retry (failed)",
@@ -148,6 +182,11 @@ fn metrics() -> &'static Metrics {
         registry.register("poll_lag_seconds", "How late task checks run against their schedule", poll_lag.clone());
         Metrics {
             registry,
+            slots_used,
+            slots_cap,
+            queued,
+            queue_wait,
+            failovers,
             requests,
             latency,
             upstream_calls,
@@ -254,11 +293,32 @@ pub fn poll_lag(ms: i64) {
     metrics().poll_lag.observe(ms.max(0) as f64 / 1000.0);
 }
 
-/// The text exposition format, with `polled` the live tasks this process's poller holds.
-pub fn render(polled: usize) -> String {
+pub fn queue_wait(waited: std::time::Duration) {
+    metrics().queue_wait.observe(waited.as_secs_f64());
+}
+
+/// A job sent to another key: `refused` or `transient`.
+pub fn failover(kind: &'static str) {
+    metrics().failovers.get_or_create(&KindLabels::of(kind)).inc();
+}
+
+/// The text exposition format, with `polled` the live tasks this process's poller holds and `pools` its
+/// upstream capacity.
+pub fn render(polled: usize, pools: &[PoolFigures]) -> String {
     let mut out = String::new();
     let m = metrics();
     m.tasks_in_flight.set(in_flight(polled));
+    m.queued.clear();
+    for (region, model, slots, waiting) in pools {
+        for (key, (used, cap)) in slots.iter().enumerate() {
+            let labels = SlotLabels { region, model, key: key as u32 };
+            m.slots_used.get_or_create(&labels).set(i64::from(*used));
+            m.slots_cap.get_or_create(&labels).set(i64::from(*cap));
+        }
+        for (account, depth) in waiting {
+            m.queued.get_or_create(&QueueLabels { model, account: account.clone() }).set(*depth as i64);
+        }
+    }
     let _ = prometheus_client::encoding::text::encode(&mut out, &m.registry);
     out
 }

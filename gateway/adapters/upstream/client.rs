@@ -17,7 +17,6 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// One region's upstream in the deployment's config: its address and the environment variable holding its
@@ -40,6 +39,20 @@ pub struct UpstreamConfig {
     /// `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` apply unless `NO_PROXY` names the upstream's host.
     #[serde(default)]
     pub proxy: Option<String>,
+    /// Tasks pending or running at once per key (one upstream account) and model, where the account's
+    /// tier differs from the spec's figures.
+    #[serde(default)]
+    pub concurrency: ConcurrencyConfig,
+}
+
+/// `upstreams.<region>.concurrency`: a cap for every model of the region, and caps per model code.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyConfig {
+    #[serde(default)]
+    pub default: Option<u32>,
+    #[serde(default)]
+    pub models: BTreeMap<String, u32>,
 }
 
 fn default_upstream_timeout() -> u64 {
@@ -53,7 +66,7 @@ pub struct RegionUpstream {
     pub base_url: String,
     /// `Authorization` of each key, built once (marked sensitive: never shown in a debug print).
     authorizations: Vec<HeaderValue>,
-    next_key: AtomicUsize,
+    concurrency: ConcurrencyConfig,
     pub timeout: Duration,
     /// The address of each upstream route (`catalog::ROUTES`) under this base URL, parsed once: the calls
     /// that create tasks clone one instead of formatting and parsing it again.
@@ -102,7 +115,7 @@ impl RegionUpstream {
             region,
             base_url,
             authorizations,
-            next_key: AtomicUsize::new(0),
+            concurrency: ConcurrencyConfig::default(),
             timeout,
             route_uris,
             transport,
@@ -114,9 +127,27 @@ impl RegionUpstream {
         self.authorizations.len()
     }
 
-    /// Round-robin over the region's keys.
-    fn key(&self) -> usize {
-        self.next_key.fetch_add(1, Ordering::Relaxed)
+    /// Overrides the spec's caps on running tasks; a model code the region does not serve is refused.
+    pub fn with_concurrency(mut self, concurrency: ConcurrencyConfig) -> Result<RegionUpstream, String> {
+        let served =
+            |code: &str| crate::domain::catalog::MODELS.iter().any(|m| m.model_code == code && m.region == self.region);
+        if let Some(code) = concurrency.models.keys().find(|code| !served(code)) {
+            return Err(format!(
+                "config: upstreams.{}.concurrency.models names `{code}`, which is not a model code served in {}",
+                self.region, self.region
+            ));
+        }
+        if concurrency.default == Some(0) || concurrency.models.values().any(|cap| *cap == 0) {
+            return Err(format!("config: upstreams.{}.concurrency: a cap must be at least 1", self.region));
+        }
+        self.concurrency = concurrency;
+        Ok(self)
+    }
+
+    /// The cap on running tasks of `model` per key.
+    fn cap(&self, model: &ModelSpec) -> u32 {
+        let configured = self.concurrency.models.get(model.model_code).copied().or(self.concurrency.default);
+        configured.unwrap_or(model.concurrency)
     }
 
     /// The `Authorization` of key `index` (modulo the key count).
@@ -176,7 +207,8 @@ impl Upstreams {
                 proxy: upstream.proxy.as_deref().map_or(ProxyChoice::FromEnvironment, ProxyChoice::Configured),
             };
             let upstream = RegionUpstream::new(region, &upstream.base_url, &keys, timeout, reach)
-                .map_err(|e| format!("config: upstream `{region}`: {e}"))?;
+                .map_err(|e| format!("config: upstream `{region}`: {e}"))?
+                .with_concurrency(upstream.concurrency.clone())?;
             regions.insert(region.to_string(), upstream);
         }
         for (model, region) in model_regions {
@@ -221,8 +253,8 @@ impl Upstreams {
 /// The family of `spec/upstream.yaml`, every configured region of it, as the use cases reach it.
 #[async_trait::async_trait(?Send)]
 impl Upstream for Upstreams {
-    async fn create(&self, model: &ModelSpec, envelope: &Bytes) -> Result<Created, UpstreamError> {
-        let answer = create(self, model, envelope).await?;
+    async fn create(&self, model: &ModelSpec, envelope: &Bytes, key: usize) -> Result<Created, UpstreamError> {
+        let answer = create(self, model, envelope, key).await?;
         let created = match model.task_mode {
             // An acceptance without a readable task id is refused by the caller, as one without any.
             TaskMode::Async => {
@@ -256,8 +288,8 @@ impl Upstream for Upstreams {
         list(self.region(region)?, key, request).await
     }
 
-    async fn cancel(&self, region: &str, upstream_task_id: &str) -> Result<(), UpstreamError> {
-        cancel(self.region(region)?, upstream_task_id).await.map(drop)
+    async fn cancel(&self, region: &str, key: usize, upstream_task_id: &str) -> Result<(), UpstreamError> {
+        cancel(self.region(region)?, key, upstream_task_id).await.map(drop)
     }
 
     async fn fetch(&self, region: &str, url: &str, range: Option<&str>) -> Result<Fetched, UpstreamError> {
@@ -293,6 +325,10 @@ impl Upstream for Upstreams {
         super::errors::recorded(code, message, region)
     }
 
+    fn caps(&self, model: &ModelSpec) -> Vec<u32> {
+        self.regions.get(model.region).map_or_else(Vec::new, |r| vec![r.cap(model); r.key_count()])
+    }
+
     fn regions(&self) -> Vec<(&'static str, usize)> {
         self.regions.values().map(|upstream| (upstream.region, upstream.key_count())).collect()
     }
@@ -306,9 +342,14 @@ impl Upstream for Upstreams {
 const DOWNLOAD_WITHIN: Duration = Duration::from_secs(30 * 60);
 
 /// Submits a job (async) or runs it (sync). Returns the upstream's answer.
-async fn create(upstreams: &Upstreams, model: &ModelSpec, envelope: &Bytes) -> Result<Answer, UpstreamError> {
+async fn create(
+    upstreams: &Upstreams,
+    model: &ModelSpec,
+    envelope: &Bytes,
+    key: usize,
+) -> Result<Answer, UpstreamError> {
     let upstream = upstreams.region(model.region)?;
-    let mut request = call(upstream, awc::http::Method::POST, model.route.path);
+    let mut request = call_with_key(upstream, key, awc::http::Method::POST, model.route.path);
     let wire = &crate::domain::catalog::WIRE;
     if model.task_mode == TaskMode::Async {
         request = request.insert_header((wire.async_header.name, wire.async_header.value));
@@ -328,11 +369,7 @@ async fn timed<T>(call: impl std::future::Future<Output = T>) -> T {
     answered
 }
 
-/// A call to `path` under the region's API root, with the next key in turn and the timeout.
-fn call(upstream: &RegionUpstream, method: awc::http::Method, path: &str) -> awc::ClientRequest {
-    call_with_key(upstream, upstream.key(), method, path)
-}
-
+/// A call to `path` under the region's API root, with key `key` (modulo the key count) and the timeout.
 fn call_with_key(upstream: &RegionUpstream, key: usize, method: awc::http::Method, path: &str) -> awc::ClientRequest {
     let client = upstream.transport.client();
     match upstream.route_uris.get(path) {
@@ -442,9 +479,9 @@ fn task_page(body: &[u8]) -> Result<TaskPage, UpstreamError> {
 }
 
 /// Cancels a PENDING task.
-async fn cancel(upstream: &RegionUpstream, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
+async fn cancel(upstream: &RegionUpstream, key: usize, upstream_task_id: &str) -> Result<Answer, UpstreamError> {
     let path = format!("/tasks/{upstream_task_id}/cancel");
-    answer(upstream, call(upstream, awc::http::Method::POST, &path).send().await).await
+    answer(upstream, call_with_key(upstream, key, awc::http::Method::POST, &path).send().await).await
 }
 
 /// An upstream's answer that is not an error, as it came: read into the typed view a caller needs (a

@@ -3,6 +3,7 @@
 //! machine on scaled timings, per-family success payloads and `usage`, list, cancel, 24-hour expiry, and
 //! the result files it serves itself. Prompt hooks (`sim:fail`, `sim:slow`, ...) reach every path.
 
+mod capacity;
 mod files;
 mod index;
 mod models;
@@ -34,6 +35,10 @@ pub struct SimulatorConfig {
     pub public_base: String,
     /// Task queries per second per key; `None` is unlimited.
     pub query_qps: Option<f64>,
+    /// Every model's cap on running tasks per key, instead of the simulator's own figures.
+    pub concurrency: Option<u32>,
+    /// Creates per second per key; `None` is unlimited.
+    pub create_qps: Option<u32>,
 }
 
 /// Query counters, for proofs that a client respected the limit.
@@ -61,6 +66,9 @@ pub struct Simulator {
     stats: Mutex<QueryStats>,
     /// task -> queries answered, for `sim:query-error`.
     query_counts: Mutex<HashMap<String, u32>>,
+    capacity: capacity::Capacity,
+    /// Jobs (model and input) seen with `sim:flaky`: only the first attempt of each fails.
+    flaky_seen: Mutex<std::collections::HashSet<String>>,
 }
 
 const PENDING_MS: f64 = 1000.0;
@@ -118,12 +126,14 @@ impl Simulator {
     pub fn open(config: SimulatorConfig) -> Result<Simulator, String> {
         let tasks = TaskStore::open(config.data_dir.as_deref())?;
         Ok(Simulator {
-            config,
             tasks,
             inspection: Mutex::new(Vec::new()),
             windows: Mutex::new(HashMap::new()),
             stats: Mutex::new(QueryStats::default()),
             query_counts: Mutex::new(HashMap::new()),
+            capacity: capacity::Capacity::new(config.concurrency, config.create_qps),
+            flaky_seen: Mutex::default(),
+            config,
         })
     }
 
@@ -167,11 +177,18 @@ impl Simulator {
             .route(&format!("{root}/tasks/{{id}}/cancel"), web::post().to(cancel))
             .route("/files/{name}", web::get().to(file))
             .route("/_sim/data-inspection", web::get().to(inspections))
-            .route("/_sim/query-stats", web::get().to(query_stats));
+            .route("/_sim/query-stats", web::get().to(query_stats))
+            .route("/_sim/capacity-stats", web::get().to(capacity_stats));
     }
 
     fn scaled(&self, ms: f64) -> i64 {
         (ms * self.config.time_scale).round() as i64
+    }
+
+    /// The index of the caller's key among `region`'s (each key is one upstream account), else the 401.
+    fn account(&self, req: &HttpRequest, region: &str) -> Result<usize, Unauthorized> {
+        let key = self.authorize(req, region)?;
+        Ok(self.config.keys.get(region).and_then(|keys| keys.iter().position(|k| *k == key)).unwrap_or_default())
     }
 
     /// The caller's key if it is valid in `region`, else the upstream's 401.
@@ -245,8 +262,8 @@ async fn create(
     body: web::Bytes,
 ) -> HttpResponse {
     let (region, route) = path.into_inner();
-    let key = match sim.authorize(&req, &region) {
-        Ok(key) => key,
+    let account = match sim.account(&req, &region) {
+        Ok(account) => account,
         Err(refusal) => return refusal.response(),
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
@@ -302,6 +319,11 @@ async fn create(
     }
     let now = now_ms();
     let run = if model.video { VIDEO_RUN_MS } else { IMAGE_RUN_MS };
+    // `sim:flaky`: the first attempt at a job fails for the upstream's own reasons; it is the same job when
+    // the model and the input are.
+    let job = hook(&hooks, "flaky").map(|_| format!("{code}\n{input}\n{parameters}"));
+    let flaky =
+        job.as_ref().is_some_and(|job| sim.flaky_seen.lock().unwrap_or_else(|e| e.into_inner()).insert(job.clone()));
     let task = SimTask {
         task_id: uuid(),
         request_id: request_id.clone(),
@@ -316,18 +338,34 @@ async fn create(
         },
         running_ms: if hook(&hooks, "never").is_some() { None } else { Some(sim.scaled(run)) },
         fail_code: hook(&hooks, "fail")
-            .map(|c| if c.is_empty() { "InvalidParameter.FileDownload".into() } else { c.to_string() }),
+            .map(|c| if c.is_empty() { "InvalidParameter.FileDownload".into() } else { c.to_string() })
+            .or_else(|| flaky.then(|| "InternalError".into())),
         cancelled_ms: None,
         input: input.clone(),
         parameters,
         hooks,
     };
+    let slow = hook(&task.hooks, "slow").is_some();
+    let end_ms = match (model.sync, task.running_ms) {
+        (true, _) => now + if slow { task.pending_ms } else { 0 },
+        (false, Some(run)) => now + task.pending_ms + run,
+        (false, None) => i64::MAX,
+    };
+    if sim.capacity.admit(&region, account, model.code, &task.task_id, now, end_ms).is_err() {
+        if let Some(job) = job.filter(|_| flaky) {
+            // Refused before it ran: its next attempt is still its first.
+            sim.flaky_seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&job);
+        }
+        return error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.");
+    }
     if model.sync {
-        if hook(&task.hooks, "slow").is_some() {
+        if slow {
             actix_web::rt::time::sleep(std::time::Duration::from_millis(task.pending_ms as u64)).await;
         }
+        if flaky {
+            return error(500, "InternalError", "An internal error has occured, please try again later.");
+        }
         let (output, usage) = success(&sim, model, &task, now_ms());
-        let _ = key;
         return answer(StatusCode::OK, json!({"request_id": request_id, "output": output, "usage": usage}));
     }
     if let Err(e) = sim.tasks.put(&task) {
@@ -547,6 +585,7 @@ async fn cancel(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(St
     if sim.tasks.put(&task).is_err() {
         return error(500, "InternalError", "An internal error has occured, please try again later.");
     }
+    sim.capacity.ended(&region, &task.model, &task.task_id);
     answer(StatusCode::OK, json!({}))
 }
 
@@ -664,6 +703,12 @@ async fn query_stats(sim: web::Data<Simulator>) -> HttpResponse {
         sim.key_stats().iter().map(|k| json!({"queries": k.queries, "max_per_second": k.max_per_second})).collect();
     HttpResponse::Ok()
         .json(json!({"queries": stats.queries, "max_per_second": stats.max_per_second, "per_key": per_key}))
+}
+
+/// Test introspection: per region and key index (keys themselves not shown), per model, tasks running now,
+/// the most ever running at once, creates accepted and creates refused for capacity.
+async fn capacity_stats(sim: web::Data<Simulator>) -> HttpResponse {
+    HttpResponse::Ok().json(json!({"accounts": sim.capacity.stats(now_ms())}))
 }
 
 #[derive(serde::Deserialize)]

@@ -194,6 +194,8 @@ pub struct ModelSpec {
     pub data_inspection: bool,
     pub deadline_seconds: u64,
     pub expected_seconds: u64,
+    /// Tasks pending or running at once per upstream account (key): the upstream refuses a create over it.
+    pub concurrency: u32,
     pub transforms: &'static [(&'static str, Transform)],
     pub pixel_limits: &'static [(&'static str, PixelRange)],
     /// `(field, default as JSON, send upstream when absent)`.

@@ -32,7 +32,7 @@ async fn readyz(state: web::Data<crate::services::Gateway>) -> HttpResponse {
 async fn metrics(state: web::Data<crate::services::Gateway>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(crate::support::metrics::render(state.poller.holds()))
+        .body(crate::support::metrics::render(state.poller.holds(), &state.capacity.snapshot()))
 }
 
 async fn openapi() -> HttpResponse {

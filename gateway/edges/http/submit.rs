@@ -45,20 +45,25 @@ pub async fn submit(
         }
     };
     let submission = Submission { endpoint, caller: &caller, body: body.into_inner(), idempotency_key, request_id };
-    let answer = submit::submit(&state.into_inner(), submission, gone).await;
+    let state = state.into_inner();
+    let answer = submit::submit(&state, submission, gone).await;
     if let Some(first) = answer.replayed_as {
         request_id::set(first);
     }
     match answer.result? {
-        Submitted::Accepted(task) => Ok(accepted(endpoint, &task)),
+        Submitted::Accepted(task) => Ok(accepted(endpoint, &task, tasks::queue_place(&state, &task))),
         Submitted::Finished { task, model, upstream } => sync_answer(endpoint, model, &task, upstream),
         Submitted::Ended(task) => Ok(HttpResponse::Ok().json(tasks::view(&task))),
     }
 }
 
-fn accepted(endpoint: &EndpointSpec, task: &TaskRecord) -> HttpResponse {
-    HttpResponse::build(StatusCode::from_u16(endpoint.async_status).unwrap_or(StatusCode::OK))
-        .json(tasks::acceptance(task))
+/// An acceptance, with the task's place in line when it waits for an upstream slot.
+fn accepted(endpoint: &EndpointSpec, task: &TaskRecord, place: Option<Value>) -> HttpResponse {
+    let mut body = tasks::acceptance(task);
+    if let Some(place) = place {
+        body["queue"] = place;
+    }
+    HttpResponse::build(StatusCode::from_u16(endpoint.async_status).unwrap_or(StatusCode::OK)).json(body)
 }
 
 /// The answer of a finished synchronous task, in its endpoint's shape, with equivalent usage where the rules

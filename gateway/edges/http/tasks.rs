@@ -27,6 +27,11 @@ async fn get(caller: Caller, state: web::Data<Gateway>, task_id: web::Path<Strin
     let task = tasks::owned_task(&state, caller.account(), &task_id).await?;
     // What was read may be applied but not yet durable (its fsync under way): show it no sooner.
     state.store.caught_up().await?;
+    if let Some(place) = tasks::queue_place(&state, &task) {
+        let (mut body, _) = answer(&task);
+        body["queue"] = place;
+        return Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(body));
+    }
     let answer = Arc::new(TaskAnswer::render(&task).map_err(ApiError::internal)?);
     state.finished.keep(&task, answer.clone());
     Ok(respond(&answer))

@@ -2,6 +2,7 @@
 //! poller (in `poller`) owns every task between acceptance and its terminal state.
 
 pub mod answers;
+pub mod dispatch;
 mod keys;
 pub mod poller;
 mod sweep;
@@ -14,7 +15,7 @@ use crate::domain::errors::{Code, Problem};
 use crate::domain::results::MirrorState;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, Earmark, StoredTask, TaskRef};
-use crate::ports::upstream::{Created, Refusal, UpstreamError};
+use crate::ports::upstream::{Refusal, UpstreamError};
 use crate::services::Gateway;
 use crate::services::errors::ServiceError;
 use serde_json::{Value, json};
@@ -60,6 +61,8 @@ pub fn new_task(
         running_ms: None,
         measured: None,
         failed_items: Vec::new(),
+        envelope: None,
+        attempts: Vec::new(),
     }
 }
 
@@ -74,68 +77,40 @@ pub fn acceptance(task: &TaskRecord) -> Value {
     })
 }
 
-/// Forwards an async task whose record is already stored, and records the upstream's task id.
-/// A refused forward ends the task as `failed` before the client hears of it.
+/// Forwards an async task whose record is already stored (deferred), on a key with a free slot, and
+/// records the upstream's task id; with no key free, the task waits in line, durably. A refused forward
+/// ends the task as `failed` before the client hears of it.
 pub async fn forward_async(
     state: &Gateway,
     task: Box<StoredTask>,
     admitted: &Admitted,
 ) -> Result<TaskRecord, ServiceError> {
-    let answer = create_with_retry(state, admitted).await;
+    let model = admitted.model;
     let task_id = task.record.task_id.clone();
-    match answer {
-        Ok(created) => {
+    let Some(key) = state.capacity.take(model, &[], false) else {
+        return dispatch::wait_for_slot(state, task.into(), model, &admitted.envelope).await;
+    };
+    let started_ms = now_ms();
+    match dispatch::send(state, model, &admitted.envelope, key).await {
+        dispatch::Sent::Taken { key, created } => {
             let Some(upstream_id) = created.task_id else {
+                state.capacity.give_back(model, key);
                 fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
-            let first_poll = now_ms() + poller::first_interval_ms(admitted.model, &state.settings.poller);
-            // Durable: it also persists the task and its hold, written deferred before the forward.
-            let forwarded = state
-                .store
-                .forwarded(
-                    task.into(),
-                    Box::new(move |t| {
-                        t.upstream_task_id = Some(upstream_id);
-                        t.next_poll_ms = first_poll;
-                        t.updated_ms = now_ms();
-                    }),
-                )
-                .await
-                .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
-            let forwarded = forwarded.ok_or_else(|| Problem::internal("task vanished after forward"))?;
-            if forwarded.polled_here {
-                state.poller.schedule(forwarded.task.clone());
-            }
-            Ok(forwarded.task)
+            // Durable: it also persists the task and its hold, written deferred before the forward. The body
+            // is kept while the task is live, to send it again should the upstream fail it for its own reasons.
+            let envelope = String::from_utf8_lossy(&admitted.envelope).into_owned();
+            dispatch::taken(state, task.into(), model, key, started_ms, upstream_id, Some(envelope))
+                .await?
+                .ok_or_else(|| Problem::internal("task vanished after forward").into())
         }
-        Err(error) => {
+        dispatch::Sent::NoKey => dispatch::wait_for_slot(state, task.into(), model, &admitted.envelope).await,
+        dispatch::Sent::Failed(error) => {
             fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;
             Err(error.into())
         }
     }
-}
-
-/// Create calls are retried only while no task id can have come back: refused connections, 429 and 5xx.
-async fn create_with_retry(state: &Gateway, admitted: &Admitted) -> Result<Created, UpstreamError> {
-    let mut delay = std::time::Duration::from_millis(100);
-    for attempt in 0.. {
-        crate::support::metrics::upstream_call("create");
-        let answer = state.upstream.create(admitted.model, &admitted.envelope).await;
-        if answer.is_err() {
-            crate::support::metrics::upstream_error("create");
-        }
-        match answer {
-            Err(e @ UpstreamError::Timeout) => return Err(e),
-            Err(e) if e.is_transient() && attempt < 2 => {
-                tracing::warn!(model = admitted.model.id, error = %e, attempt, "upstream create failed, retrying");
-                tokio::time::sleep(delay).await;
-                delay *= 4;
-            }
-            other => return other,
-        }
-    }
-    Err(UpstreamError::Timeout)
 }
 
 /// A live task its handler will end: stored already, or written once, when it ends.
@@ -182,7 +157,7 @@ pub fn did_no_work(task: &TaskRecord) -> bool {
 /// Whether `task` is live without an upstream task id and the process that submitted it has stopped: its
 /// submission was cut short, since no handler can be forwarding it.
 pub async fn interrupted(state: &Gateway, task: &TaskRecord) -> Result<bool, ServiceError> {
-    if task.status.is_terminal() || task.upstream_task_id.is_some() {
+    if task.status.is_terminal() || task.upstream_task_id.is_some() || task.waits_for_slot() {
         return Ok(false);
     }
     Ok(state.store.abandoned(task, state.started_ms).await?)
@@ -218,6 +193,8 @@ pub async fn finish(
         t.status = status;
         t.updated_ms = now;
         t.finished_ms = Some(now);
+        // Kept only while the task may be sent again.
+        t.envelope = None;
         change(t);
         if let Some(adoption) = adoption {
             adoption.apply(t);
@@ -247,6 +224,14 @@ pub async fn finish(
     };
     if let Some(task) = &finished {
         crate::support::metrics::task_finished(task.status);
+        if let Some(model) = crate::domain::catalog::ModelSpec::find(&task.model) {
+            if task.slot_key().is_some() {
+                state.capacity.release(&task.task_id, model);
+            } else if task.upstream_task_id.is_none() && model.task_mode == TaskMode::Async {
+                // It may have ended waiting in line (a cancel).
+                state.capacity.forget(&task.task_id, model);
+            }
+        }
     }
     Ok(finished)
 }
@@ -287,7 +272,29 @@ pub fn view(task: &TaskRecord) -> Value {
     if let Some(settlement) = task.billing.as_ref().and_then(crate::domain::billing::summary) {
         out["settlement"] = settlement;
     }
+    if task.attempts.len() > 1 {
+        // Sent more than once (failed upstream for its own reasons): each sending, by key index.
+        let attempts = task.attempts.iter().map(|a| {
+            let mut attempt = json!({"key": a.key, "started_at": local_time(a.started_ms)});
+            if let Some(code) = &a.failed {
+                attempt["failed"] = code.as_str().into();
+            }
+            attempt
+        });
+        out["attempts"] = Value::Array(attempts.collect());
+    }
     out
+}
+
+/// Where a task waiting for an upstream slot stands: `{position, ahead_of_you_seconds_estimate}`, the
+/// position counting from 1.
+pub fn queue_place(state: &Gateway, task: &TaskRecord) -> Option<Value> {
+    if !task.waits_for_slot() {
+        return None;
+    }
+    let model = crate::domain::catalog::ModelSpec::find(&task.model)?;
+    let place = state.capacity.place(&task.task_id, model)?;
+    Some(json!({"position": place.ahead + 1, "ahead_of_you_seconds_estimate": place.estimate_seconds}))
 }
 
 /// A task's results, each with its copy's size, content type and SHA-256 once mirrored.
@@ -340,7 +347,7 @@ pub async fn cancel(state: &Gateway, account: &str, task_id: &str) -> Result<Tas
     if let Some(upstream_id) = &task.upstream_task_id {
         let model =
             crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| Problem::internal("unknown model"))?;
-        match state.upstream.cancel(model.region, upstream_id).await {
+        match state.upstream.cancel(model.region, task.slot_key().unwrap_or_default(), upstream_id).await {
             Ok(()) => {}
             Err(UpstreamError::Answered { refusal: Refusal::NotCancellable, .. }) => {
                 return Err(not_cancellable(TaskStatus::Running).into());

@@ -111,12 +111,6 @@ impl Poller {
     }
 }
 
-/// The first query waits for part of the model's expected run time.
-pub fn first_interval_ms(model: &ModelSpec, config: &PollerConfig) -> i64 {
-    let expected = model.expected_seconds as i64 * 1000;
-    (expected / 4).clamp(config.min_interval_ms as i64, config.max_interval_ms as i64)
-}
-
 /// Later queries: a fifth of the task's age, within the configured bounds.
 fn next_interval_ms(age_ms: i64, config: &PollerConfig) -> i64 {
     (age_ms / 5).clamp(config.min_interval_ms as i64, config.max_interval_ms as i64)
@@ -829,9 +823,15 @@ async fn settle(state: &Gateway, task_id: &str, observed: Observed) -> Outcome {
             })
             .await
         }
-        Observed::Failed(error) => {
-            finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await
-        }
+        Observed::Failed(error) => match super::dispatch::retry_transient(state, task_id, &error).await {
+            // Waiting for another key now: no longer the poller's.
+            Ok(true) => return Outcome::Ended,
+            Ok(false) => finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await,
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "could not decide whether to send a failed task again");
+                return Outcome::Unknown;
+            }
+        },
         Observed::Cancelled => {
             let error = TaskError { code: "cancelled".into(), message: "The upstream cancelled the task.".into() };
             finish(state, OpenTask::polled(task_id), status, move |t| t.error = Some(error)).await

@@ -470,13 +470,23 @@ mod tests {
         task.running_ms = Some(1_790_000_000_060);
         task.measured = Some(crate::domain::usage::Measured::default());
         task.failed_items = crate::domain::results::FailedItem::left_out(2, 1);
+        task.envelope = Some("{}".into());
+        task.attempts = vec![crate::domain::tasks::Attempt {
+            key: 1,
+            started_ms: 1,
+            upstream_task_id: Some("u".into()),
+            failed: None,
+        }];
         let as_written = serde_json::to_value(&task).unwrap();
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
+        assert_eq!(older.pop(), Some(as_written["attempts"].clone()));
+        assert_eq!(older.pop(), Some(as_written["envelope"].clone()));
         assert_eq!(older.pop(), Some(as_written["failed_items"].clone()));
         assert_eq!(older.pop(), Some(as_written["measured"].clone()));
         assert_eq!(older.pop(), Some(as_written["running_ms"].clone()));
         let read = decode::<TaskRecord>(&encode(&older).unwrap()).unwrap();
         assert!(read.running_ms.is_none() && read.measured.is_none() && read.failed_items.is_empty());
+        assert!(read.envelope.is_none() && read.attempts.is_empty());
         assert_eq!(serde_json::to_value(&read.mirror).unwrap(), as_written["mirror"]);
         assert_eq!(read.callback_url, task.callback_url);
         assert_eq!(serde_json::to_value(read.billing).unwrap(), as_written["billing"]);

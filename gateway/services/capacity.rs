@@ -1,0 +1,220 @@
+//! Upstream capacity: the running slots each model has on each upstream account (key) of its region, and the
+//! jobs waiting for one (`domain::capacity` holds the rules). A slot is taken before a create is sent and
+//! kept while the upstream has the task; a task the upstream cannot take yet waits here, `queued`, and is
+//! handed a slot, fairly across client accounts, when one frees.
+//!
+//! Slots are counted by this process: exact where it is the only one sending to the upstream accounts.
+
+use crate::domain::capacity::{FairQueue, Pool};
+use crate::domain::catalog::ModelSpec;
+use crate::ports::upstream::Upstream;
+use crate::support::metrics::PoolFigures;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, oneshot};
+
+/// A pool's name: the region and the upstream's model code (two public models of one code share it).
+type PoolId = (&'static str, &'static str);
+
+fn pool_id(model: &ModelSpec) -> PoolId {
+    (model.region, model.model_code)
+}
+
+/// A slot handed to a queued task: the dispatcher sends it.
+#[derive(Debug)]
+pub struct Grant {
+    pub task_id: String,
+    pub model: &'static ModelSpec,
+    pub key: usize,
+    /// Keys that refused it or failed it before, tried last.
+    pub tried: Vec<usize>,
+}
+
+/// Where a queued task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    /// Jobs of this model served before it.
+    pub ahead: usize,
+    /// When it may be sent, by the model's expected run time and the slots there are.
+    pub estimate_seconds: u64,
+}
+
+enum Waiter {
+    Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant },
+    Call { answer: oneshot::Sender<usize>, since: Instant },
+}
+
+#[derive(Default)]
+struct Slots {
+    pools: HashMap<PoolId, Pool>,
+    queues: HashMap<PoolId, FairQueue<Waiter>>,
+    /// Tasks the upstream has, by id: the pool and key of the slot each holds.
+    held: HashMap<String, (PoolId, usize)>,
+    granted: Vec<Grant>,
+}
+
+pub struct Capacity {
+    upstream: Arc<dyn Upstream>,
+    slots: Mutex<Slots>,
+    /// Woken when a queued task is granted a slot.
+    pub granted: Notify,
+}
+
+impl Capacity {
+    pub fn new(upstream: Arc<dyn Upstream>) -> Capacity {
+        Capacity { upstream, slots: Mutex::default(), granted: Notify::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a slot of `model` on the key with the most free, skipping `tried`; never ahead of jobs already
+    /// waiting unless `after_turn` (a job that has had its turn and was refused by a key).
+    pub fn take(&self, model: &'static ModelSpec, tried: &[usize], after_turn: bool) -> Option<usize> {
+        let mut slots = self.lock();
+        let id = pool_id(model);
+        if !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
+            return None;
+        }
+        self.pool(&mut slots, model).take(tried)
+    }
+
+    fn pool<'a>(&self, slots: &'a mut Slots, model: &ModelSpec) -> &'a mut Pool {
+        slots.pools.entry(pool_id(model)).or_insert_with(|| Pool::new(self.upstream.caps(model)))
+    }
+
+    /// Gives back a slot taken for a create that did not leave a task upstream, and hands it on.
+    pub fn give_back(&self, model: &'static ModelSpec, key: usize) {
+        let mut slots = self.lock();
+        self.pool(&mut slots, model).give_back(key);
+        self.hand_on(&mut slots, model);
+    }
+
+    /// Gives a slot back after `pause`: the key refused or failed a create, so it is not offered again at once.
+    pub fn give_back_later(self: &Arc<Self>, model: &'static ModelSpec, key: usize, pause: Duration) {
+        let capacity = self.clone();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(pause).await;
+            capacity.give_back(model, key);
+        });
+    }
+
+    /// Records that the upstream has `task_id` in a slot taken on `key`.
+    pub fn hold(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
+        self.lock().held.insert(task_id.to_string(), (pool_id(model), key));
+    }
+
+    /// Counts a task the upstream had before this process started (whatever the cap now).
+    pub fn restore(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
+        let mut slots = self.lock();
+        self.pool(&mut slots, model).hold(key);
+        slots.held.insert(task_id.to_string(), (pool_id(model), key));
+    }
+
+    /// The task has ended or left the upstream: its slot, if it held one here, goes to the next in line.
+    pub fn release(&self, task_id: &str, model: &'static ModelSpec) {
+        let mut slots = self.lock();
+        let Some((id, key)) = slots.held.remove(task_id) else { return };
+        if let Some(pool) = slots.pools.get_mut(&id) {
+            pool.give_back(key);
+        }
+        self.hand_on(&mut slots, model);
+    }
+
+    /// Queues a task for a slot: behind the others of its account, or at the head of them (`again`: one
+    /// that had its turn and must wait once more).
+    pub fn enqueue(&self, task_id: &str, account: &str, model: &'static ModelSpec, tried: Vec<usize>, again: bool) {
+        let mut slots = self.lock();
+        let waiter = Waiter::Task { task_id: task_id.to_string(), model, tried, since: Instant::now() };
+        let queue = slots.queues.entry(pool_id(model)).or_default();
+        if again {
+            queue.push_front(account, waiter)
+        } else {
+            queue.push(account, 1, waiter)
+        }
+        self.hand_on(&mut slots, model);
+    }
+
+    /// Waits in line for a slot for a call made while its client waits (a synchronous model's).
+    pub fn wait(&self, account: &str, model: &'static ModelSpec) -> oneshot::Receiver<usize> {
+        let (answer, slot) = oneshot::channel();
+        let mut slots = self.lock();
+        let queue = slots.queues.entry(pool_id(model)).or_default();
+        queue.push(account, 1, Waiter::Call { answer, since: Instant::now() });
+        self.hand_on(&mut slots, model);
+        slot
+    }
+
+    /// Takes a task out of the line (cancelled before it was sent).
+    pub fn forget(&self, task_id: &str, model: &'static ModelSpec) {
+        let mut slots = self.lock();
+        if let Some(queue) = slots.queues.get_mut(&pool_id(model)) {
+            queue.remove(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id));
+        }
+    }
+
+    /// Where a queued task stands, if it waits here.
+    pub fn place(&self, task_id: &str, model: &'static ModelSpec) -> Option<Place> {
+        let mut slots = self.lock();
+        let total = u64::from(self.pool(&mut slots, model).total().max(1));
+        let queue = slots.queues.get(&pool_id(model))?;
+        let ahead = queue.ahead_of(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id))?;
+        let turns = ahead as u64 / total + 1;
+        Some(Place { ahead, estimate_seconds: turns * model.expected_seconds })
+    }
+
+    /// The queued tasks granted a slot since the last call.
+    pub fn take_granted(&self) -> Vec<Grant> {
+        std::mem::take(&mut self.lock().granted)
+    }
+
+    /// Hands the pool's free slots to the jobs next in line.
+    fn hand_on(&self, slots: &mut Slots, model: &'static ModelSpec) {
+        let id = pool_id(model);
+        self.pool(slots, model);
+        let mut woke = false;
+        loop {
+            let Slots { pools, queues, granted, .. } = &mut *slots;
+            let (Some(pool), Some(queue)) = (pools.get_mut(&id), queues.get_mut(&id)) else { break };
+            if !pool.has_free() {
+                break;
+            }
+            let Some((_, waiter)) = queue.pop() else { break };
+            match waiter {
+                Waiter::Call { answer, since } => {
+                    let Some(key) = pool.take(&[]) else { break };
+                    crate::support::metrics::queue_wait(since.elapsed());
+                    if answer.send(key).is_err() {
+                        pool.give_back(key);
+                    }
+                }
+                Waiter::Task { task_id, model, tried, since } => {
+                    let Some(key) = pool.take(&tried).or_else(|| pool.take(&[])) else { break };
+                    crate::support::metrics::queue_wait(since.elapsed());
+                    granted.push(Grant { task_id, model, key, tried });
+                    woke = true;
+                }
+            }
+        }
+        if woke {
+            self.granted.notify_one();
+        }
+    }
+
+    /// Per pool: the region, the model code, `(used, cap)` per key and the jobs waiting per account.
+    pub fn snapshot(&self) -> Vec<PoolFigures> {
+        let slots = self.lock();
+        let mut pools: Vec<PoolFigures> = slots
+            .pools
+            .iter()
+            .map(|(id, pool)| {
+                let waiting = slots.queues.get(id).map(|q| q.depths().map(|(a, n)| (a.to_string(), n)).collect());
+                (id.0, id.1, pool.slots().collect(), waiting.unwrap_or_default())
+            })
+            .collect();
+        pools.sort_by_key(|p| (p.0, p.1));
+        pools
+    }
+}

@@ -1,0 +1,309 @@
+//! Sending tasks upstream within its capacity: a create goes to a key with a free slot and, refused there
+//! for capacity or failed without taking the job, to another; a task no key can take yet waits `queued`
+//! (durably, with the body it is sent with) and is sent when [`Capacity`] grants it a slot. A task the
+//! upstream failed for its own reasons (a transient code of `spec/upstream.yaml`) waits again, for
+//! another key, while it has attempts and time left.
+
+use super::{fail, finish};
+use crate::domain::catalog::{ModelSpec, TRANSIENT_FAILURES};
+use crate::domain::clock::now_ms;
+use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
+use crate::ports::storage::{Commit, TaskRef};
+use crate::ports::upstream::{Created, Refusal, UpstreamError};
+use crate::services::Gateway;
+use crate::services::capacity::{Capacity, Grant};
+use crate::services::errors::ServiceError;
+use crate::services::settings::PollerConfig;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a key that refused or failed a create is not offered again.
+const REFUSED_KEY_PAUSE: Duration = Duration::from_secs(1);
+/// How long a granted task waits before it is tried again when the store could not be read.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+
+/// Splits the live tasks the store handed this process: those waiting for a slot join the line, those
+/// the upstream has keep their slots counted; every task but the waiting ones is the poller's.
+pub fn sort_claimed(capacity: &Capacity, claimed: Vec<TaskRecord>) -> Vec<TaskRecord> {
+    let mut polled = Vec::with_capacity(claimed.len());
+    for task in claimed {
+        let Some(model) = ModelSpec::find(&task.model) else {
+            polled.push(task);
+            continue;
+        };
+        if task.waits_for_slot() {
+            capacity.enqueue(&task.task_id, &task.account, model, Vec::new(), false);
+            continue;
+        }
+        if let Some(key) = task.slot_key() {
+            capacity.restore(&task.task_id, model, key);
+        }
+        polled.push(task);
+    }
+    polled
+}
+
+/// What sending a job came to.
+pub enum Sent {
+    /// Key `key` took it.
+    Taken { key: usize, created: Created },
+    /// Every key with a free slot refused it for capacity or failed it: it must wait. The slots are given
+    /// back.
+    NoKey,
+    /// The upstream refused the job itself, or its answer was lost (a timeout after sending, when the job
+    /// may exist): the slot is given back and the job is not sent again.
+    Failed(UpstreamError),
+}
+
+/// Sends `envelope` with key `key`, whose slot the caller took, and on to the other keys with a free slot
+/// while one refuses it for capacity or fails without taking it. With no other key free, a failure (a 5xx,
+/// a broken connection) is tried again on the same key, twice, after a pause; a refusal for capacity waits.
+pub async fn send(state: &Gateway, model: &'static ModelSpec, envelope: &Bytes, mut key: usize) -> Sent {
+    let mut tried = Vec::new();
+    let (mut pause, mut again) = (Duration::from_millis(100), 2);
+    loop {
+        crate::support::metrics::upstream_call("create");
+        let error = match state.upstream.create(model, envelope, key).await {
+            Ok(created) => return Sent::Taken { key, created },
+            Err(error) => error,
+        };
+        crate::support::metrics::upstream_error("create");
+        if !error.try_another_key() {
+            state.capacity.give_back(model, key);
+            return Sent::Failed(error);
+        }
+        tracing::warn!(model = model.id, key, error = %error, "upstream key refused or failed a create");
+        let refused = matches!(error, UpstreamError::Answered { refusal: Refusal::RateLimited, .. });
+        tried.push(key);
+        if let Some(next) = state.capacity.take(model, &tried, true) {
+            crate::support::metrics::failover("refused");
+            state.capacity.give_back_later(model, key, REFUSED_KEY_PAUSE);
+            key = next;
+        } else if refused {
+            state.capacity.give_back_later(model, key, REFUSED_KEY_PAUSE);
+            return Sent::NoKey;
+        } else if again > 0 {
+            tokio::time::sleep(pause).await;
+            (pause, again) = (pause * 4, again - 1);
+            tried.pop();
+        } else {
+            state.capacity.give_back(model, key);
+            return Sent::Failed(error);
+        }
+    }
+}
+
+/// Stores a task that no key can take yet as waiting for a slot (durably: its acceptance is about to be
+/// answered), with the body it will be sent with, and puts it in line.
+pub async fn wait_for_slot(
+    state: &Gateway,
+    task: TaskRef,
+    model: &'static ModelSpec,
+    envelope: &Bytes,
+) -> Result<TaskRecord, ServiceError> {
+    let body = String::from_utf8_lossy(envelope).into_owned();
+    let waiting = state
+        .store
+        .change_task(task, &[TaskStatus::Queued], Commit::Durable, Box::new(move |t| t.envelope = Some(body)))
+        .await?
+        .ok_or_else(|| crate::domain::errors::Problem::internal("the task ended before it was queued"))?;
+    state.capacity.enqueue(&waiting.task_id, &waiting.account, model, Vec::new(), false);
+    Ok(waiting)
+}
+
+/// Records that key `key` took the task (its upstream id, the attempt, the body for a later resend),
+/// durably, and hands it to the poller; `None` if the task ended meanwhile (cancelled while it was sent).
+pub async fn taken(
+    state: &Gateway,
+    task: TaskRef,
+    model: &'static ModelSpec,
+    key: usize,
+    started_ms: i64,
+    upstream_id: String,
+    envelope: Option<String>,
+) -> Result<Option<TaskRecord>, ServiceError> {
+    let task_id = task.task_id().to_string();
+    let first_poll = now_ms() + first_interval_ms(model, &state.settings.poller);
+    let id = upstream_id.clone();
+    let forwarded = state
+        .store
+        .forwarded(
+            task,
+            Box::new(move |t| {
+                t.upstream_task_id = Some(id.clone());
+                t.next_poll_ms = first_poll;
+                t.updated_ms = now_ms();
+                if envelope.is_some() {
+                    t.envelope = envelope;
+                }
+                let attempt = Attempt { key: key as u32, started_ms, upstream_task_id: Some(id), failed: None };
+                match t.attempts.last_mut() {
+                    Some(last) if last.upstream_task_id.is_none() && last.failed.is_none() => *last = attempt,
+                    _ => t.attempts.push(attempt),
+                }
+            }),
+        )
+        .await
+        .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
+    let Some(forwarded) = forwarded else {
+        // Ended while it was sent (a cancel): the upstream's job is not wanted.
+        let _ = state.upstream.cancel(model.region, key, &upstream_id).await;
+        state.capacity.give_back(model, key);
+        return Ok(None);
+    };
+    state.capacity.hold(&task_id, model, key);
+    if forwarded.polled_here {
+        state.poller.schedule(forwarded.task.clone());
+    }
+    Ok(Some(forwarded.task))
+}
+
+/// The first query waits for part of the model's expected run time.
+fn first_interval_ms(model: &ModelSpec, config: &PollerConfig) -> i64 {
+    let expected = model.expected_seconds as i64 * 1000;
+    (expected / 4).clamp(config.min_interval_ms as i64, config.max_interval_ms as i64)
+}
+
+/// Sends the queued tasks granted a slot, until the process ends. Call once, on the actix system.
+pub async fn run(state: Arc<Gateway>) {
+    loop {
+        state.capacity.granted.notified().await;
+        for grant in state.capacity.take_granted() {
+            tokio::task::spawn_local(send_granted(state.clone(), grant));
+        }
+    }
+}
+
+async fn send_granted(state: Arc<Gateway>, grant: Grant) {
+    let Grant { task_id, model, key, tried } = grant;
+    let task = match state.store.task(&task_id).await {
+        Ok(Some(task)) if task.waits_for_slot() => task,
+        Ok(_) => return state.capacity.give_back(model, key),
+        Err(e) => {
+            tracing::warn!(task_id, error = %e, "could not read a task granted an upstream slot; it waits again");
+            state.capacity.give_back(model, key);
+            tokio::time::sleep(STORE_RETRY).await;
+            return requeue(&state, &task_id, model, tried).await;
+        }
+    };
+    if let Err(e) = send_waiting(&state, task, model, key, tried).await {
+        tracing::warn!(task_id, error = %e, "a queued task could not be sent");
+    }
+}
+
+async fn requeue(state: &Gateway, task_id: &str, model: &'static ModelSpec, tried: Vec<usize>) {
+    if let Ok(Some(task)) = state.store.task(task_id).await
+        && task.waits_for_slot()
+    {
+        state.capacity.enqueue(task_id, &task.account, model, tried, true);
+    }
+}
+
+async fn send_waiting(
+    state: &Gateway,
+    task: TaskRecord,
+    model: &'static ModelSpec,
+    key: usize,
+    tried: Vec<usize>,
+) -> Result<(), ServiceError> {
+    let task_id = task.task_id.clone();
+    if now_ms() >= task.deadline_ms {
+        state.capacity.give_back(model, key);
+        let error = TaskError {
+            code: "timeout".into(),
+            message: "The task waited for an upstream slot until its model's deadline.".into(),
+        };
+        finish(state, task_id.as_str(), TaskStatus::Timeout, move |t| t.error = Some(error)).await?;
+        return Ok(());
+    }
+    // The attempt is on disk before the job is sent: should this process stop before the answer is
+    // recorded, the task is not sent blindly again (the job may exist upstream); it ends as interrupted.
+    let started_ms = now_ms();
+    let attempt = Attempt { key: key as u32, started_ms, upstream_task_id: None, failed: None };
+    let sending = state
+        .store
+        .change_task(
+            TaskRef::Id(task_id.clone()),
+            &[TaskStatus::Queued],
+            Commit::Durable,
+            Box::new(move |t| t.attempts.push(attempt)),
+        )
+        .await;
+    let Some(sending) = sending.inspect_err(|_| state.capacity.give_back(model, key))? else {
+        state.capacity.give_back(model, key);
+        return Ok(());
+    };
+    let envelope = Bytes::from(sending.envelope.clone().unwrap_or_default());
+    match send(state, model, &envelope, key).await {
+        Sent::Taken { key, created } => match created.task_id {
+            Some(upstream_id) => {
+                taken(state, TaskRef::Id(task_id), model, key, started_ms, upstream_id, None).await?;
+            }
+            None => {
+                state.capacity.give_back(model, key);
+                fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
+            }
+        },
+        Sent::NoKey => {
+            let mut tried = tried;
+            tried.push(key);
+            let waiting = state
+                .store
+                .change_task(
+                    TaskRef::Id(task_id.clone()),
+                    &[TaskStatus::Queued],
+                    Commit::Durable,
+                    // Nothing took it: the attempt never was.
+                    Box::new(|t| drop(t.attempts.pop_if(|a| a.upstream_task_id.is_none()))),
+                )
+                .await?;
+            if waiting.is_some() {
+                state.capacity.enqueue(&task_id, &sending.account, model, tried, true);
+            }
+        }
+        Sent::Failed(error) => {
+            fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a task the upstream failed with `error` is sent again instead: a transient code, attempts
+/// left and time before its deadline. If so, it waits for a slot again (another key first) and `true`.
+pub async fn retry_transient(state: &Gateway, task_id: &str, error: &TaskError) -> Result<bool, ServiceError> {
+    if !TRANSIENT_FAILURES.contains(&error.code.as_str()) {
+        return Ok(false);
+    }
+    let Some(task) = state.store.task(task_id).await? else { return Ok(false) };
+    let Some(model) = ModelSpec::find(&task.model) else { return Ok(false) };
+    let attempts = task.attempts.len() as u32;
+    if task.envelope.is_none() || attempts > state.settings.transient_retries || now_ms() >= task.deadline_ms {
+        return Ok(false);
+    }
+    let Some(key) = task.slot_key() else { return Ok(false) };
+    let code = error.code.clone();
+    let waiting = state
+        .store
+        .change_task(
+            TaskRef::Polled(task_id.to_string()),
+            &[TaskStatus::Queued, TaskStatus::Running],
+            Commit::Durable,
+            Box::new(move |t| {
+                t.status = TaskStatus::Queued;
+                t.upstream_task_id = None;
+                t.running_ms = None;
+                t.updated_ms = now_ms();
+                if let Some(last) = t.attempts.last_mut() {
+                    last.failed = Some(code);
+                }
+            }),
+        )
+        .await?;
+    let Some(waiting) = waiting else { return Ok(false) };
+    crate::support::metrics::failover("transient");
+    tracing::info!(task_id, key, code = error.code, "upstream failed the task for its own reasons; sending it again");
+    state.capacity.release(task_id, model);
+    state.capacity.enqueue(task_id, &waiting.account, model, vec![key], true);
+    Ok(true)
+}
