@@ -78,7 +78,12 @@ impl Capacity {
         if !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
             return None;
         }
-        self.pool(&mut slots, model).take(tried)
+        let pool = self.pool(&mut slots, model);
+        if pool.total() == 0 && tried.is_empty() {
+            // No key in the model's region: the create is sent to answer why (nothing is counted).
+            return Some(0);
+        }
+        pool.take(tried)
     }
 
     fn pool<'a>(&self, slots: &'a mut Slots, model: &ModelSpec) -> &'a mut Pool {
