@@ -136,3 +136,24 @@ fn a_queued_task_cancelled_before_it_was_sent_never_reaches_the_upstream() {
     let accepted: u64 = per_key(&simulator, "alpha2.6-t2v").iter().map(|k| k.1).sum();
     assert_eq!(accepted, 6, "only the six that had slots were sent");
 }
+
+#[test]
+fn an_accounts_weight_buys_it_a_larger_share_of_the_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_simulator, gateway) = start(&tmp, "1");
+    let big = gateway.account("big", 1_000_000_000, 0, 0);
+    let heavy = gateway.account("heavy", 1_000_000_000, 0, 0);
+    let refused = gateway.admin("/accounts/heavy/weight", Some(&json!({"weight": 0})));
+    assert_eq!((refused.status, refused.param()), (400, "weight"), "{}", refused.json);
+    let set = gateway.admin("/accounts/heavy/weight", Some(&json!({"weight": 3})));
+    assert_eq!(set.status, 200, "{}", set.json);
+    assert_eq!(set.json["account"]["queue_weight"], 3);
+    for i in 0..20 {
+        submit(&gateway, &big, &format!("big {i}"));
+    }
+    let places: Vec<u64> = (0..3)
+        .map(|i| submit(&gateway, &heavy, &format!("heavy {i}"))["queue"]["position"].as_u64().unwrap())
+        .collect();
+    // Weight 3 against 1: three of its jobs go for each of the other's (weight 1 would make these 2, 4, 6).
+    assert_eq!(places, [2, 3, 4], "heavy's places in line");
+}

@@ -73,6 +73,8 @@ impl Stack {
             &["simulate", "--listen", &simulator, "--time-scale", "1", "--key-prefix", "pt"]
                 .into_iter()
                 .chain(["--keys", &keys_flag, "--query-qps", &limit_flag])
+                // Every task runs at once: this measures polling, not the upstream's caps (tests/capacity.rs).
+                .chain(["--concurrency", "1000"])
                 .collect::<Vec<_>>(),
             &[],
         );
@@ -83,7 +85,7 @@ impl Stack {
             &config,
             format!(
                 "listen: {gateway}\ndata_dir: {}\nadmin_token_env: POLLER_TEST_ADMIN\n\
-                 upstreams:\n  cn-beijing: {{base_url: 'http://{simulator}/cn-beijing', api_key_env: POLLER_TEST_KEYS}}\n\
+                 upstreams:\n  cn-beijing: {{base_url: 'http://{simulator}/cn-beijing', api_key_env: POLLER_TEST_KEYS, concurrency: {{default: 1000}}}}\n\
                  limits: {{max_in_flight_per_account: 100000, requests_per_second_per_key: 100000}}\n\
                  poller: {{queries_per_second: {LIMIT}, min_interval_ms: 250, max_interval_ms: 1000, list_page_size: 50}}\n",
                 dir.path().join("gateway").display()

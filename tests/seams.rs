@@ -207,16 +207,19 @@ fn unused() -> ! {
 impl Accounts for FakeStore {
     async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
         self.pots.lock().unwrap().entry(name.into()).or_default();
-        Ok(Account { name: name.into(), created_at: String::new(), plan: None })
+        Ok(Account { name: name.into(), created_at: String::new(), plan: None, queue_weight: None })
     }
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let known = self.pots.lock().unwrap().contains_key(name);
-        Ok(known.then(|| Account { name: name.into(), created_at: String::new(), plan: None }))
+        Ok(known.then(|| Account { name: name.into(), created_at: String::new(), plan: None, queue_weight: None }))
     }
     async fn list_accounts(&self, _: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
         unused()
     }
     async fn set_plan(&self, _: &str, _: &str, _: i64) -> Result<Account, StoreError> {
+        unused()
+    }
+    async fn set_queue_weight(&self, _: &str, _: u32) -> Result<Account, StoreError> {
         unused()
     }
     async fn insert_key(&self, _: &str, _: &str) -> Result<(), StoreError> {

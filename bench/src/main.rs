@@ -1,10 +1,12 @@
 //! `bash bench/run.sh [SCENARIO...]`: runs the bench scenarios on this machine (all of them by default:
-//! `forward`, `poller`, `restart`, `disk`, `postgres`, `poller-replicas`), prints one report and writes it
+//! `forward`, `poller`, `restart`, `disk`, `postgres`, `poller-replicas`, `capacity`, `capacity-replicas`),
+//! prints one report and writes it
 //! under bench/results/.
 //!
 //! Servers are pinned to core 0 and load generators and the simulator to core 1, as the issue asks;
 //! figures are medians of alternating rounds, quoted with ratios measured side by side.
 
+mod capacity;
 mod disk;
 mod forward;
 mod harness;
@@ -15,7 +17,8 @@ mod restart;
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 6] = ["forward", "poller", "restart", "disk", "postgres", "poller-replicas"];
+const SCENARIOS: [&str; 8] =
+    ["forward", "poller", "restart", "disk", "postgres", "poller-replicas", "capacity", "capacity-replicas"];
 
 fn main() {
     let asked: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +45,12 @@ fn main() {
     }
     if wanted("poller-replicas") {
         report.push_str(&poller_scale::run_replicas());
+    }
+    if wanted("capacity") {
+        report.push_str(&capacity::run());
+    }
+    if wanted("capacity-replicas") {
+        report.push_str(&capacity::run_replicas());
     }
     println!("{report}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");

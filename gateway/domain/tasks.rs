@@ -197,6 +197,13 @@ impl TaskRecord {
             && self.attempts.last().is_none_or(|a| a.failed.is_some())
     }
 
+    /// When the send under way started: an attempt with neither an upstream id nor an outcome.
+    pub fn sending_since(&self) -> Option<i64> {
+        let attempt = self.attempts.last()?;
+        (self.upstream_task_id.is_none() && attempt.upstream_task_id.is_none() && attempt.failed.is_none())
+            .then_some(attempt.started_ms)
+    }
+
     /// The key the task holds a running slot on: its last attempt's, while the upstream has it.
     pub fn slot_key(&self) -> Option<usize> {
         let attempt = self.attempts.last()?;
@@ -211,6 +218,9 @@ pub struct Account {
     /// The plan's name, once one is set (`Store::set_plan`).
     #[serde(default)]
     pub plan: Option<String>,
+    /// Its share of the upstream's slots while its tasks wait for one, against other accounts' (1 unless set).
+    #[serde(default)]
+    pub queue_weight: Option<u32>,
 }
 
 /// Which accounts a listing shows: names containing `search` (any case), after `after` in name order, at

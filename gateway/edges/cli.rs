@@ -143,6 +143,13 @@ pub enum AccountCommand {
         #[arg(long)]
         micros: bool,
     },
+    /// Set the account's share of the upstream's slots while its tasks wait for one (1 to 100; 1 unless set).
+    Weight {
+        /// The account's name.
+        name: String,
+        /// Its weight against an account of weight 1: 3 gets three slots to the other's one.
+        weight: i64,
+    },
     /// Add free-trial money (spent first, and the only money free-trial-only models take).
     GrantTrial {
         /// The account's name.
@@ -245,6 +252,9 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
             AccountCommand::Plan { name, plan, allowance, micros } => {
                 let allowance = money("ALLOWANCE", &allowance, micros)?;
                 (format!("/accounts/{}/plan", at(&name)), Some(json!({"name": plan, "allowance": allowance})))
+            }
+            AccountCommand::Weight { name, weight } => {
+                (format!("/accounts/{}/weight", at(&name)), Some(json!({"weight": weight})))
             }
             AccountCommand::GrantTrial { name, amount, micros } => {
                 let amount = money("AMOUNT", &amount, micros)?;

@@ -200,6 +200,9 @@ pub trait Accounts: Send + Sync {
     /// what tasks in flight hold from it), in one write: the name and the pot's entry together.
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError>;
 
+    /// Sets the account's share of the upstream's slots while its tasks wait for one.
+    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError>;
+
     /// Stores a key for `account` (creating the account too); an existing key is left as it is.
     async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError>;
 

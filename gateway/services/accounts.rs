@@ -149,6 +149,24 @@ pub async fn change_plan(state: &Gateway, account: &str, name: &str, allowance: 
     account_view(state, account).await
 }
 
+/// The most one account's queue weight may be: a share of 100 to 1 is already all of the slots.
+pub const MAX_QUEUE_WEIGHT: u32 = 100;
+
+/// Sets the account's share of the upstream's slots while its tasks wait for one (1 to
+/// [`MAX_QUEUE_WEIGHT`]; every account starts at 1).
+pub async fn set_queue_weight(state: &Gateway, account: &str, weight: i64) -> Result<Value, ServiceError> {
+    let weight = u32::try_from(weight).ok().filter(|w| (1..=MAX_QUEUE_WEIGHT).contains(w)).ok_or_else(|| {
+        Problem::new(
+            Code::invalid_parameter,
+            format!("`weight` must be a whole number from 1 to {MAX_QUEUE_WEIGHT}: the account's share of the upstream's slots against an account of weight 1."),
+        )
+        .with_param("weight")
+    })?;
+    account_exists(state, account).await?;
+    state.store.set_queue_weight(account, weight).await?;
+    account_view(state, account).await
+}
+
 /// A new key for the account: the plain key, which only its hash outlives.
 pub async fn issue_key(state: &Gateway, account: &str) -> Result<String, ServiceError> {
     account_exists(state, account).await?;

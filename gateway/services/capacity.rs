@@ -40,6 +40,13 @@ pub struct Place {
     pub estimate_seconds: u64,
 }
 
+/// The client account a job waits for, and its share of the slots.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiting<'a> {
+    pub name: &'a str,
+    pub weight: u32,
+}
+
 enum Waiter {
     Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant },
     Call { answer: oneshot::Sender<usize>, since: Instant },
@@ -128,26 +135,33 @@ impl Capacity {
         self.hand_on(&mut slots, model);
     }
 
-    /// Queues a task for a slot: behind the others of its account, or at the head of them (`again`: one
-    /// that had its turn and must wait once more).
-    pub fn enqueue(&self, task_id: &str, account: &str, model: &'static ModelSpec, tried: Vec<usize>, again: bool) {
+    /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
+    /// head of them (`again`: one that had its turn and must wait once more).
+    pub fn enqueue(
+        &self,
+        task_id: &str,
+        account: Waiting<'_>,
+        model: &'static ModelSpec,
+        tried: Vec<usize>,
+        again: bool,
+    ) {
         let mut slots = self.lock();
         let waiter = Waiter::Task { task_id: task_id.to_string(), model, tried, since: Instant::now() };
         let queue = slots.queues.entry(pool_id(model)).or_default();
         if again {
-            queue.push_front(account, waiter)
+            queue.push_front(account.name, waiter)
         } else {
-            queue.push(account, 1, waiter)
+            queue.push(account.name, account.weight, waiter)
         }
         self.hand_on(&mut slots, model);
     }
 
     /// Waits in line for a slot for a call made while its client waits (a synchronous model's).
-    pub fn wait(&self, account: &str, model: &'static ModelSpec) -> oneshot::Receiver<usize> {
+    pub fn wait(&self, account: Waiting<'_>, model: &'static ModelSpec) -> oneshot::Receiver<usize> {
         let (answer, slot) = oneshot::channel();
         let mut slots = self.lock();
         let queue = slots.queues.entry(pool_id(model)).or_default();
-        queue.push(account, 1, Waiter::Call { answer, since: Instant::now() });
+        queue.push(account.name, account.weight, Waiter::Call { answer, since: Instant::now() });
         self.hand_on(&mut slots, model);
         slot
     }

@@ -76,7 +76,7 @@ impl Gateway {
         let limits = Limits::new(&settings.limits, store.topology() == Topology::Owned);
         limits.restore(claimed.iter().map(|t| t.account.clone()));
         let capacity = Arc::new(capacity::Capacity::new(upstream.clone()));
-        let polled = tasks::dispatch::sort_claimed(&capacity, claimed);
+        let polled = tasks::dispatch::sort_claimed(&*store, &capacity, claimed).await;
         Ok(Gateway {
             registry: Registry::new(switches)?,
             poller: Poller::new(polled),

@@ -325,7 +325,9 @@ async fn run_sync(
         Some(key) => key,
         None => {
             // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
-            let turn = tokio::time::timeout(state.upstream.longest_timeout(), state.capacity.wait(account, model));
+            let weight = tasks::dispatch::queue_weight(&*state.store, account).await;
+            let line = state.capacity.wait(crate::services::capacity::Waiting { name: account, weight }, model);
+            let turn = tokio::time::timeout(state.upstream.longest_timeout(), line);
             tokio::select! {
                 turn = turn => match turn {
                     Ok(Ok(key)) => key,

@@ -72,7 +72,42 @@ struct Overview {
     keys: Vec<KeyRow>,
     limit: u32,
     share: String,
+    pools: Vec<PoolRow>,
     ledger: Option<LedgerReport>,
+}
+
+/// One model's upstream slots on one key, and what waits for them.
+struct PoolRow {
+    region: &'static str,
+    model: &'static str,
+    key: usize,
+    used: u32,
+    cap: u32,
+    /// Jobs waiting for this model, all keys: the first key's row says it.
+    waiting: String,
+}
+
+/// The capacity pools in rows: a row per key, the line's accounts (most waiting first) on the first.
+fn pool_rows(pools: Vec<crate::support::metrics::PoolFigures>) -> Vec<PoolRow> {
+    let mut rows = Vec::new();
+    for (region, model, slots, mut waiting) in pools {
+        waiting.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let total: usize = waiting.iter().map(|w| w.1).sum();
+        let line = match total {
+            0 => "none".to_string(),
+            _ => {
+                let shown: Vec<String> = waiting.iter().take(3).map(|(a, n)| format!("{a} {n}")).collect();
+                let more =
+                    if waiting.len() > 3 { format!(", {} more accounts", waiting.len() - 3) } else { String::new() };
+                format!("{total}: {}{more}", shown.join(", "))
+            }
+        };
+        for (key, (used, cap)) in slots.into_iter().enumerate() {
+            let waiting = if key == 0 { line.clone() } else { String::new() };
+            rows.push(PoolRow { region, model, key, used, cap, waiting });
+        }
+    }
+    rows
 }
 
 /// This replica's last minute.
@@ -162,6 +197,7 @@ async fn overview_page(state: &Gateway, session: Session, ledger: Option<LedgerR
         keys,
         limit: state.settings.poller.queries_per_second,
         share: state.store.poll_share().map_or_else(|| "none yet".into(), |share| format!("1/{share}")),
+        pools: pool_rows(state.capacity.snapshot()),
         ledger,
     };
     Ok(html(StatusCode::OK, &page))
@@ -265,6 +301,8 @@ struct AccountPage {
     plan_pot: String,
     free_trial: String,
     plan: Option<String>,
+    queue_weight: u32,
+    max_queue_weight: u32,
     keys: Vec<KeyRecord>,
     tasks: Vec<TaskRecord>,
 }
@@ -275,6 +313,7 @@ fn notice(done: &str) -> Option<&'static str> {
         "top-up" => "Topped up.",
         "free-trial" => "Free trial granted.",
         "plan" => "Plan set.",
+        "weight" => "Queue weight set.",
         "opened" => "Account opened.",
         "key" => "Key created. It is shown once: store it now.",
         "webhook-secret" => "Webhook secret rotated. It is shown once: store it now.",
@@ -340,6 +379,8 @@ async fn account_page(
         balance: charts::money(funds.balance),
         plan_pot: charts::money(funds.plan),
         free_trial: charts::money(funds.free_trial),
+        queue_weight: record.as_ref().and_then(|r| r.queue_weight).unwrap_or(1),
+        max_queue_weight: accounts::MAX_QUEUE_WEIGHT,
         plan: record.and_then(|r| r.plan),
         keys,
         tasks,
@@ -353,6 +394,7 @@ struct AccountChange {
     amount: Option<String>,
     plan: Option<String>,
     url: Option<String>,
+    weight: Option<String>,
 }
 
 /// A top-up, a trial grant, a plan, a new key, a new webhook secret or endpoint, as the admin API makes
@@ -380,6 +422,17 @@ async fn change_account(
         "plan" => {
             accounts::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?).await?;
             "plan"
+        }
+        "weight" => {
+            let weight = form.weight.as_deref().unwrap_or_default().trim();
+            let weight = weight.parse().map_err(|_| {
+                ApiError::from(crate::domain::errors::Problem::invalid_parameter(
+                    "weight",
+                    format!("The queue weight must be a whole number from 1 to {}.", accounts::MAX_QUEUE_WEIGHT),
+                ))
+            })?;
+            accounts::set_queue_weight(&state, &name, weight).await?;
+            "weight"
         }
         "keys" => {
             shown = Some(format!("key.{}", accounts::issue_key(&state, &name).await?));

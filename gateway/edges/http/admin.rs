@@ -20,6 +20,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         mount(cfg, "/accounts/{account}", vec![("GET", web::get().to(show_account))]);
         mount(cfg, "/accounts/{account}/top-up", vec![("POST", web::post().to(top_up))]);
         mount(cfg, "/accounts/{account}/plan", vec![("POST", web::post().to(set_plan))]);
+        mount(cfg, "/accounts/{account}/weight", vec![("POST", web::post().to(set_weight))]);
         mount(cfg, "/accounts/{account}/free-trial", vec![("POST", web::post().to(grant_free_trial))]);
         let keys = vec![("GET", web::get().to(list_keys)), ("POST", web::post().to(create_key))];
         mount(cfg, "/accounts/{account}/keys", keys);
@@ -45,6 +46,11 @@ pub struct Amount {
     pub amount: i64,
     #[serde(default)]
     pub note: String,
+}
+
+#[derive(Deserialize)]
+struct Weight {
+    weight: i64,
 }
 
 #[derive(Deserialize)]
@@ -122,6 +128,15 @@ async fn grant_free_trial(
 
 async fn credit(state: &Gateway, account: &str, credit: Credit, body: Amount) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(accounts::credit(state, account, credit, body.amount, body.note).await?))
+}
+
+async fn set_weight(
+    _: Admin,
+    state: web::Data<Gateway>,
+    account: web::Path<String>,
+    body: web::Json<Weight>,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(accounts::set_queue_weight(&state, &account, body.weight).await?))
 }
 
 async fn set_plan(

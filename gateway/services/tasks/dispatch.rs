@@ -8,10 +8,11 @@ use super::{fail, finish};
 use crate::domain::catalog::{ModelSpec, TRANSIENT_FAILURES};
 use crate::domain::clock::now_ms;
 use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
+use crate::ports::storage::Storage;
 use crate::ports::storage::{Commit, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::Gateway;
-use crate::services::capacity::{Capacity, Grant};
+use crate::services::capacity::{Capacity, Grant, Waiting};
 use crate::services::errors::ServiceError;
 use crate::services::settings::PollerConfig;
 use bytes::Bytes;
@@ -25,7 +26,7 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// Splits the live tasks the store handed this process: those waiting for a slot join the line, those
 /// the upstream has keep their slots counted; every task but the waiting ones is the poller's.
-pub fn sort_claimed(capacity: &Capacity, claimed: Vec<TaskRecord>) -> Vec<TaskRecord> {
+pub async fn sort_claimed(store: &dyn Storage, capacity: &Capacity, claimed: Vec<TaskRecord>) -> Vec<TaskRecord> {
     let mut polled = Vec::with_capacity(claimed.len());
     for task in claimed {
         let Some(model) = ModelSpec::find(&task.model) else {
@@ -33,7 +34,8 @@ pub fn sort_claimed(capacity: &Capacity, claimed: Vec<TaskRecord>) -> Vec<TaskRe
             continue;
         };
         if task.waits_for_slot() {
-            capacity.enqueue(&task.task_id, &task.account, model, Vec::new(), false);
+            let weight = queue_weight(store, &task.account).await;
+            capacity.enqueue(&task.task_id, Waiting { name: &task.account, weight }, model, Vec::new(), false);
             continue;
         }
         if let Some(key) = task.slot_key() {
@@ -108,8 +110,14 @@ pub async fn wait_for_slot(
         .change_task(task, &[TaskStatus::Queued], Commit::Durable, Box::new(move |t| t.envelope = Some(body)))
         .await?
         .ok_or_else(|| crate::domain::errors::Problem::internal("the task ended before it was queued"))?;
-    state.capacity.enqueue(&waiting.task_id, &waiting.account, model, Vec::new(), false);
+    let account = Waiting { name: &waiting.account, weight: queue_weight(&*state.store, &waiting.account).await };
+    state.capacity.enqueue(&waiting.task_id, account, model, Vec::new(), false);
     Ok(waiting)
+}
+
+/// The account's share of the slots while its tasks wait: 1 unless an operator set it (or it cannot be read).
+pub async fn queue_weight(store: &dyn Storage, account: &str) -> u32 {
+    store.account(account).await.ok().flatten().and_then(|a| a.queue_weight).unwrap_or(1)
 }
 
 /// Records that key `key` took the task (its upstream id, the attempt, the body for a later resend),
@@ -196,7 +204,7 @@ async fn requeue(state: &Gateway, task_id: &str, model: &'static ModelSpec, trie
     if let Ok(Some(task)) = state.store.task(task_id).await
         && task.waits_for_slot()
     {
-        state.capacity.enqueue(task_id, &task.account, model, tried, true);
+        state.capacity.enqueue(task_id, Waiting { name: &task.account, weight: 1 }, model, tried, true);
     }
 }
 
@@ -259,7 +267,7 @@ async fn send_waiting(
                 )
                 .await?;
             if waiting.is_some() {
-                state.capacity.enqueue(&task_id, &sending.account, model, tried, true);
+                state.capacity.enqueue(&task_id, Waiting { name: &sending.account, weight: 1 }, model, tried, true);
             }
         }
         Sent::Failed(error) => {
@@ -304,6 +312,6 @@ pub async fn retry_transient(state: &Gateway, task_id: &str, error: &TaskError) 
     crate::support::metrics::failover("transient");
     tracing::info!(task_id, key, code = error.code, "upstream failed the task for its own reasons; sending it again");
     state.capacity.release(task_id, model);
-    state.capacity.enqueue(task_id, &waiting.account, model, vec![key], true);
+    state.capacity.enqueue(task_id, Waiting { name: &waiting.account, weight: 1 }, model, vec![key], true);
     Ok(true)
 }

@@ -155,7 +155,12 @@ pub async fn run(state: Arc<Gateway>) {
 async fn read_again(state: Arc<Gateway>, task_id: String) {
     loop {
         match state.store.task(&task_id).await {
-            Ok(Some(task)) if !task.status.is_terminal() => return state.poller.schedule(task),
+            Ok(Some(task)) if !task.status.is_terminal() => {
+                for task in super::dispatch::sort_claimed(&*state.store, &state.capacity, vec![task]).await {
+                    state.poller.schedule(task);
+                }
+                return;
+            }
             Ok(_) => return,
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(RETRY_MS as u64)).await,
         }
@@ -190,7 +195,8 @@ async fn claim_tasks(state: Arc<Gateway>) {
                 if !tasks.is_empty() {
                     tracing::debug!(tasks = tasks.len(), "polling tasks claimed from the store");
                 }
-                for task in tasks {
+                // Those waiting for an upstream slot (another process queued them) join this one's line.
+                for task in super::dispatch::sort_claimed(&*state.store, &state.capacity, tasks).await {
                     state.poller.schedule(task);
                 }
             }
@@ -353,7 +359,8 @@ impl Sweeper {
     /// A task resumed at start-up or forwarded by the submit path, due at its `next_poll_ms`.
     fn schedule(&mut self, record: &TaskRecord) {
         let Some(slot) = self.tracker.slot_of(&record.task_id) else {
-            if !record.status.is_terminal() {
+            // A task waiting for an upstream slot is the line's, not the poller's.
+            if !record.status.is_terminal() && !record.waits_for_slot() {
                 self.track(record, record.next_poll_ms);
             }
             return;
@@ -556,6 +563,13 @@ impl Sweeper {
         if record.upstream_task_id.is_some() {
             self.learn_upstream(slot, &record);
             self.tracker.release(slot, ticket, Some(now));
+        } else if record.waits_for_slot() {
+            // Back in line for an upstream slot (sent again after a transient failure): the line has it.
+            self.tracker.release(slot, ticket, None);
+        } else if let Some(since) = record.sending_since().filter(|since| !interrupted && now - since < self.overdue_ms)
+        {
+            // Being sent by the process that queued it: its answer is not due yet.
+            self.tracker.release(slot, ticket, Some(since + self.overdue_ms + 1));
         } else if interrupted || now - record.created_ms > ORPHAN_AFTER_MS {
             let Some(task) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
             let (code, message) = (super::SUBMISSION_INTERRUPTED, super::SUBMISSION_INTERRUPTED_MESSAGE);

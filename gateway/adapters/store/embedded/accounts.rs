@@ -17,7 +17,7 @@ fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {
     if let Some(account) = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()? {
         return Ok(account);
     }
-    let account = Account { name: name.to_string(), created_at: now(), plan: None };
+    let account = Account { name: name.to_string(), created_at: now(), plan: None, queue_weight: None };
     table.insert(name, encode(&account)?.as_slice())?;
     Ok(account)
 }
@@ -61,6 +61,21 @@ impl Store {
             }
             record.plan = Some(plan);
             tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+            Ok(record)
+        })
+    }
+
+    pub fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
+        let account = account.to_string();
+        self.write(move |tx| {
+            let mut table = tx.open_table(ACCOUNTS)?;
+            let mut record = table
+                .get(account.as_str())?
+                .map(|v| decode::<Account>(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+            record.queue_weight = Some(weight);
+            table.insert(account.as_str(), encode(&record)?.as_slice())?;
             Ok(record)
         })
     }
@@ -197,6 +212,11 @@ impl Accounts for Store {
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
         let (account, plan) = (account.to_string(), plan.to_string());
         blocking(self, move |store| store.set_plan(&account, &plan, allowance)).await
+    }
+
+    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
+        let account = account.to_string();
+        blocking(self, move |store| store.set_queue_weight(&account, weight)).await
     }
 
     async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {

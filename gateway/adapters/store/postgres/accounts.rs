@@ -13,7 +13,13 @@ fn now() -> String {
 }
 
 fn account_of(row: &tokio_postgres::Row) -> Account {
-    Account { name: row.get(0), created_at: row.get(1), plan: row.get(2) }
+    let weight: Option<i32> = row.get(3);
+    Account {
+        name: row.get(0),
+        created_at: row.get(1),
+        plan: row.get(2),
+        queue_weight: weight.map(|w| w.max(1) as u32),
+    }
 }
 
 /// Tells every replica that keys or switches changed, when the caller's transaction commits.
@@ -35,7 +41,7 @@ pub(super) async fn ensure(client: &impl GenericClient, name: &str) -> Result<Ac
 
 pub(super) async fn get(client: &impl GenericClient, name: &str) -> Result<Option<Account>, StoreError> {
     let row = client
-        .query_opt("SELECT name, created_at, plan FROM accounts WHERE name = $1", &[&name])
+        .query_opt("SELECT name, created_at, plan, queue_weight FROM accounts WHERE name = $1", &[&name])
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(account_of))
@@ -70,10 +76,26 @@ pub(super) async fn set_plan(
         ledger::append(&tx, &[posting]).await?;
     }
     let row = tx
-        .query_one("UPDATE accounts SET plan = $2 WHERE name = $1 RETURNING name, created_at, plan", &[&account, &plan])
+        .query_one(
+            "UPDATE accounts SET plan = $2 WHERE name = $1 RETURNING name, created_at, plan, queue_weight",
+            &[&account, &plan],
+        )
         .await
         .map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
+    Ok(account_of(&row))
+}
+
+pub(super) async fn set_queue_weight(client: &Object, account: &str, weight: u32) -> Result<Account, StoreError> {
+    let weight = i32::try_from(weight).unwrap_or(i32::MAX);
+    let row = client
+        .query_opt(
+            "UPDATE accounts SET queue_weight = $2 WHERE name = $1 RETURNING name, created_at, plan, queue_weight",
+            &[&account, &weight],
+        )
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
     Ok(account_of(&row))
 }
 

@@ -23,8 +23,13 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
     }
     for account in &export.accounts {
         tx.execute(
-            "INSERT INTO accounts (name, created_at, plan) VALUES ($1, $2, $3)",
-            &[&account.name, &account.created_at, &account.plan],
+            "INSERT INTO accounts (name, created_at, plan, queue_weight) VALUES ($1, $2, $3, $4)",
+            &[
+                &account.name,
+                &account.created_at,
+                &account.plan,
+                &account.queue_weight.map(|w| i32::try_from(w).unwrap_or(i32::MAX)),
+            ],
         )
         .await
         .map_err(db_error)?;

@@ -248,6 +248,11 @@ impl Accounts for Store {
         self.with(move |client| async move { accounts::list(&client, &query).await }).await
     }
 
+    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
+        let account = account.to_string();
+        self.with(move |client| async move { accounts::set_queue_weight(&client, &account, weight).await }).await
+    }
+
     async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
         let (account, plan) = (account.to_string(), plan.to_string());
         self.with(move |mut client| async move { accounts::set_plan(&mut client, &account, &plan, allowance).await })
