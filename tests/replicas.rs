@@ -23,15 +23,22 @@ const KEYS: &str = "k-cn-beijing,k-cn-beijing-2";
 struct Replicas {
     url: String,
     simulator: String,
+    /// Added to the upstream's config entry (`, concurrency: ...`).
+    upstream: String,
     tmp: tempfile::TempDir,
     gateways: Vec<RwLock<Option<Demo>>>,
 }
 
 impl Replicas {
     fn start(url: &str, simulator: &str) -> Replicas {
+        Replicas::start_with(url, simulator, "")
+    }
+
+    fn start_with(url: &str, simulator: &str, upstream: &str) -> Replicas {
         let replicas = Replicas {
             url: url.into(),
             simulator: simulator.into(),
+            upstream: upstream.into(),
             tmp: tempfile::tempdir().unwrap(),
             gateways: Vec::new(),
         };
@@ -42,10 +49,10 @@ impl Replicas {
     fn serve(&self, n: usize) -> Demo {
         let config = format!(
             "store: {{url: '{}'}}\n\
-             upstreams:\n  cn-beijing: {{base_url: '{}/cn-beijing', api_key_env: REPLICA_SIM_KEYS}}\n\
+             upstreams:\n  cn-beijing: {{base_url: '{}/cn-beijing', api_key_env: REPLICA_SIM_KEYS{}}}\n\
              limits: {{max_in_flight_per_account: 100000, requests_per_second_per_key: 100000}}\n\
              poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n",
-            self.url, self.simulator
+            self.url, self.simulator, self.upstream
         );
         Demo::serve(
             &self.tmp.path().join(format!("replica-{n}")),
@@ -272,6 +279,40 @@ fn each_replica_counts_the_live_tasks_it_holds_and_none_goes_negative() {
         }
         assert!(Instant::now() < deadline, "with no task live, the replicas count {figures:?}");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The upstream's slots are counted in the database, so the replicas together never send a key more than
+/// its cap; a replica killed holding slots gives them up within its lease, and the jobs waiting on the
+/// others run.
+#[test]
+fn upstream_slots_hold_across_replicas_and_a_killed_ones_come_back() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("0.5", &["--keys", "2", "--concurrency", "1"]);
+    let replicas = Replicas::start_with(&cluster.url("postgres"), &simulator.address(), ", concurrency: {default: 1}");
+    let key = replicas.on(0, |demo| demo.account("acme", BALANCE, 0, 0)).unwrap();
+    let submit = |n: usize, prompt: &str| {
+        let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 2});
+        let reply = replicas.on(n, |demo| demo.post_as(&key, "/v1/videos/generations", &body)).unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.json);
+        reply.json
+    };
+    // Replica 0 takes both keys' one slot; the others' jobs wait for them.
+    let held: Vec<Value> = (0..2).map(|i| submit(0, &format!("held {i} sim:slow"))).collect();
+    assert!(held.iter().all(|a| a.get("queue").is_none()), "{held:?}");
+    let waiting: Vec<Value> = (0..4).map(|i| submit(1 + i % 2, &format!("waiting {i}"))).collect();
+    assert!(waiting.iter().all(|a| a.get("queue").is_some()), "no slot is free on another replica: {waiting:?}");
+    replicas.kill(0);
+    for task in held.iter().chain(&waiting) {
+        let id = task["task_id"].as_str().unwrap();
+        let ended = replicas.on(1, |demo| demo.wait_terminal_as(&key, id, Duration::from_secs(120))).unwrap();
+        assert_eq!(ended["status"], "success", "{ended}");
+    }
+    let stats = common::get_json(&format!("{}/_sim/capacity-stats", simulator.address()));
+    for account in stats["accounts"].as_array().unwrap() {
+        let model = &account["models"]["alpha2.6-t2v"];
+        assert!(model["max_running"].as_u64().unwrap() <= 1, "a key went over its cap: {stats}");
+        assert_eq!(model["refused_for_capacity"], 0, "the replicas together sent a create over a cap: {stats}");
     }
 }
 

@@ -21,7 +21,7 @@ use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::domain::usage_log::UsageFilter;
 use mediagate::ports::storage::{
     Accounts, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
-    Lifecycle, Refusal, SettingsChange, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    Lifecycle, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
 };
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
@@ -383,6 +383,8 @@ impl Switches for FakeStore {
         unused()
     }
 }
+
+impl Slots for FakeStore {}
 
 #[async_trait::async_trait]
 impl Lifecycle for FakeStore {

@@ -12,7 +12,7 @@
 //! three in turn.
 
 use crate::harness::{
-    ADMIN_ENV, UPSTREAM_KEY_ENV, free_port, gateway_config, http, met, percentile, start, wait_listening,
+    ADMIN_ENV, UNCAPPED, UPSTREAM_KEY_ENV, free_port, gateway_config, http, met, percentile, start, wait_listening,
 };
 use mediagate::adapters::upstream::client::compact_time;
 use serde_json::Value;
@@ -73,9 +73,11 @@ fn run_with(replicas: usize) -> String {
         .enumerate()
         .map(|(n, addr)| {
             let config = tmp.path().join(format!("config-{n}.yaml"));
-            let text =
-                gateway_config(addr, &tmp.path().join(format!("gateway-{n}")), &format!("http://{sim_addr}"), &extra)
-                    .replace("concurrency: {default: 1000000000}", &format!("concurrency: {{default: {CAP}}}"));
+            let uncapped =
+                gateway_config(addr, &tmp.path().join(format!("gateway-{n}")), &format!("http://{sim_addr}"), &extra);
+            let lifted = format!("concurrency: {{default: {UNCAPPED}}}");
+            assert!(uncapped.contains(&lifted), "the bench's gateway config no longer lifts the caps: {uncapped}");
+            let text = uncapped.replace(&lifted, &format!("concurrency: {{default: {CAP}}}"));
             std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
             let config_arg = config.display().to_string();
             start(
@@ -241,8 +243,8 @@ fn run_with(replicas: usize) -> String {
     );
     row(
         "queue wait p50 / p99, s",
-        format!("{:.1} / {:.1}", percentile(&waits, 50.0), percentile(&waits, 99.0)),
-        format!("ideal {:.1} / {:.1}", percentile(&ideal, 50.0), percentile(&ideal, 99.0)),
+        format!("{:.1} / {:.1}", percentile(&waits, 0.5), percentile(&waits, 0.99)),
+        format!("ideal {:.1} / {:.1}", percentile(&ideal, 0.5), percentile(&ideal, 0.99)),
     );
     row("Jain's fairness index over the backlog", format!("{jain:.3}"), format!(">= 0.95: {}", met(jain >= 0.95)));
     out

@@ -56,11 +56,10 @@ pub const ADMIN_ENV: &str = "BENCH_ADMIN";
 /// The config of a benched gateway: one worker on `listen`, its store in `data_dir`, the simulator at
 /// `sim_addr` as region `cn-beijing`, client limits and the upstream's caps on running tasks out of the way
 /// (the lanes measure the request path; `bash bench/run.sh capacity` measures the caps); `extra` is appended.
-/// A gateway config whose `cn-beijing` upstream is the simulator at `sim_base` (`http://` or `https://`).
 pub fn gateway_config(listen: &str, data_dir: &Path, sim_base: &str, extra: &str) -> String {
     format!(
         "listen: {listen}\ndata_dir: {}\nworkers: 1\nadmin_token_env: {ADMIN_ENV}\n\
-         upstreams:\n  cn-beijing: {{base_url: '{sim_base}/cn-beijing', api_key_env: {UPSTREAM_KEY_ENV}}}\n\
+         upstreams:\n  cn-beijing: {{base_url: '{sim_base}/cn-beijing', api_key_env: {UPSTREAM_KEY_ENV}, concurrency: {{default: {UNCAPPED}}}}}\n\
          limits: {{max_in_flight_per_account: 100000000, requests_per_second_per_key: 1000000}}\n{extra}",
         data_dir.display()
     )

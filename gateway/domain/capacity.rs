@@ -41,6 +41,13 @@ impl Pool {
         }
     }
 
+    /// Takes the counts another keeper of the slots reported (a shared store), key by key.
+    pub fn set_used(&mut self, used: Vec<u32>) {
+        for (mine, theirs) in self.used.iter_mut().zip(used) {
+            *mine = theirs;
+        }
+    }
+
     pub fn has_free(&self) -> bool {
         self.used.iter().zip(&self.caps).any(|(used, cap)| used < cap)
     }
@@ -136,6 +143,27 @@ impl<T> FairQueue<T> {
         }
         self.len -= 1;
         Some((account, job))
+    }
+
+    /// The next job, without taking it.
+    pub fn peek(&self) -> Option<&T> {
+        self.accounts
+            .values()
+            .filter_map(|w| w.jobs.front().map(|(tag, arrival, job)| ((*tag, *arrival), job)))
+            .min_by_key(|(order, _)| *order)
+            .map(|(_, job)| job)
+    }
+
+    /// Takes the job `this` picks, wherever it stands (the next one, usually); with its account.
+    pub fn take(&mut self, mut this: impl FnMut(&T) -> bool) -> Option<(String, T)> {
+        if self.peek().is_some_and(&mut this) {
+            return self.pop();
+        }
+        let (account, waiting) = self.accounts.iter_mut().find(|(_, w)| w.jobs.iter().any(|(_, _, job)| this(job)))?;
+        let at = waiting.jobs.iter().position(|(_, _, job)| this(job))?;
+        let (_, _, job) = waiting.jobs.remove(at)?;
+        self.len -= 1;
+        Some((account.clone(), job))
     }
 
     /// Removes the jobs `gone` picks; returns how many.
@@ -238,6 +266,9 @@ mod tests {
         assert_eq!(queue.ahead_of(|j| *j == 10), Some(0));
         assert_eq!(queue.len(), 3);
         queue.push_front("a", 7);
+        assert_eq!(queue.peek(), Some(&7));
+        assert_eq!(queue.take(|j| *j == 2), Some(("a".to_string(), 2)));
         assert_eq!(queue.pop().map(|(_, j)| j), Some(7));
+        assert_eq!(queue.len(), 2);
     }
 }

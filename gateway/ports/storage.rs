@@ -169,9 +169,9 @@ pub type SettingsChange = Box<dyn FnOnce(&mut WebhookSettings) + Send>;
 /// What the gateway asks of its durable state, by role. Every write is applied whole or not at all, and is
 /// durable (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
 /// A store is all the roles at once.
-pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Lifecycle {}
+pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Lifecycle {}
 
-impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Lifecycle> Storage for S {}
+impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Lifecycle> Storage for S {}
 
 /// Who shares the store, which decides where the limits, the spending decisions and the polling live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,6 +372,37 @@ pub trait Switches: Send + Sync {
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError>;
 
     async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError>;
+}
+
+/// The upstream's running slots, where processes share the store and so the upstream's accounts: a slot
+/// per task the upstream has (or is being sent), held while its process is alive. A store only this process
+/// uses keeps none (the process counts its own).
+#[async_trait::async_trait]
+pub trait Slots: Send + Sync {
+    /// Takes a slot of `pool` for `holder` on the key with the most free (`caps[k]` on key `k`), skipping
+    /// `tried`; with the slots then used on each key. `None` when every key is full.
+    async fn take_slot(
+        &self,
+        pool: &str,
+        caps: &[u32],
+        tried: &[usize],
+        holder: &str,
+    ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
+        let _ = (pool, caps, tried, holder);
+        Err(StoreError::new("this store keeps no upstream slots"))
+    }
+
+    /// Gives `holder`'s slot on `key` back.
+    async fn give_back_slot(&self, holder: &str, key: usize) -> Result<(), StoreError> {
+        let _ = (holder, key);
+        Ok(())
+    }
+
+    /// Makes `holder`'s slot on `key` this process's (it took the task over from one that stopped).
+    async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
+        let _ = (pool, holder, key);
+        Ok(())
+    }
 }
 
 /// The store itself: who shares it, whether it takes writes, and its shared secrets.

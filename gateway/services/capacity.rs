@@ -3,10 +3,12 @@
 //! kept while the upstream has the task; a task the upstream cannot take yet waits here, `queued`, and is
 //! handed a slot, fairly across client accounts, when one frees.
 //!
-//! Slots are counted by this process: exact where it is the only one sending to the upstream accounts.
+//! Where processes share the store (PostgreSQL replicas), the store keeps the slots (`ports::storage::Slots`)
+//! and counts every replica's; each process keeps its own line and takes slots for it from the store.
 
 use crate::domain::capacity::{FairQueue, Pool};
 use crate::domain::catalog::ModelSpec;
+use crate::ports::storage::Storage;
 use crate::ports::upstream::Upstream;
 use crate::support::metrics::PoolFigures;
 use std::collections::HashMap;
@@ -19,6 +21,11 @@ type PoolId = (&'static str, &'static str);
 
 fn pool_id(model: &ModelSpec) -> PoolId {
     (model.region, model.model_code)
+}
+
+/// A pool's name in a shared store.
+fn pool_name(model: &ModelSpec) -> String {
+    format!("{}/{}", model.region, model.model_code)
 }
 
 /// A slot handed to a queued task: the dispatcher sends it.
@@ -47,9 +54,16 @@ pub struct Waiting<'a> {
     pub weight: u32,
 }
 
+fn holder_of(waiter: &Waiter) -> &str {
+    match waiter {
+        Waiter::Task { task_id, .. } => task_id,
+        Waiter::Call { holder, .. } => holder,
+    }
+}
+
 enum Waiter {
     Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant },
-    Call { answer: oneshot::Sender<usize>, since: Instant },
+    Call { holder: String, model: &'static ModelSpec, answer: oneshot::Sender<usize>, since: Instant },
 }
 
 #[derive(Default)]
@@ -63,70 +77,132 @@ struct Slots {
 
 pub struct Capacity {
     upstream: Arc<dyn Upstream>,
+    /// The store that keeps the slots, where processes share it; else they are counted here.
+    shared: Option<Arc<dyn Storage>>,
     slots: Mutex<Slots>,
     /// Woken when a queued task is granted a slot.
     pub granted: Notify,
 }
 
 impl Capacity {
-    pub fn new(upstream: Arc<dyn Upstream>) -> Capacity {
-        Capacity { upstream, slots: Mutex::default(), granted: Notify::new() }
+    pub fn new(upstream: Arc<dyn Upstream>, shared: Option<Arc<dyn Storage>>) -> Capacity {
+        Capacity { upstream, shared, slots: Mutex::default(), granted: Notify::new() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a slot of `model` on the key with the most free, skipping `tried`; never ahead of jobs already
-    /// waiting unless `after_turn` (a job that has had its turn and was refused by a key).
-    pub fn take(&self, model: &'static ModelSpec, tried: &[usize], after_turn: bool) -> Option<usize> {
-        let mut slots = self.lock();
-        let id = pool_id(model);
-        if !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
-            return None;
+    /// Takes a slot of `model` for `holder` (a task id) on the key with the most free, skipping `tried`;
+    /// never ahead of jobs already waiting unless `after_turn` (a job that has had its turn and was refused
+    /// by a key).
+    pub async fn take(
+        &self,
+        model: &'static ModelSpec,
+        tried: &[usize],
+        after_turn: bool,
+        holder: &str,
+    ) -> Option<usize> {
+        let caps = {
+            let mut slots = self.lock();
+            let id = pool_id(model);
+            if !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
+                return None;
+            }
+            let pool = self.pool(&mut slots, model);
+            if pool.total() == 0 && tried.is_empty() {
+                // No key in the model's region: the create is sent to answer why (nothing is counted).
+                return Some(0);
+            }
+            match &self.shared {
+                None => return pool.take(tried),
+                Some(_) => pool.slots().map(|(_, cap)| cap).collect::<Vec<u32>>(),
+            }
+        };
+        self.take_shared(model, &caps, tried, holder).await
+    }
+
+    /// A slot from the shared store, whose counts of every key this process keeps to show.
+    async fn take_shared(
+        &self,
+        model: &'static ModelSpec,
+        caps: &[u32],
+        tried: &[usize],
+        holder: &str,
+    ) -> Option<usize> {
+        let store = self.shared.as_ref()?;
+        match store.take_slot(&pool_name(model), caps, tried, holder).await {
+            Ok((key, used)) => {
+                self.pool(&mut self.lock(), model).set_used(used);
+                key
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take an upstream slot from the store; the job waits");
+                None
+            }
         }
-        let pool = self.pool(&mut slots, model);
-        if pool.total() == 0 && tried.is_empty() {
-            // No key in the model's region: the create is sent to answer why (nothing is counted).
-            return Some(0);
-        }
-        pool.take(tried)
     }
 
     fn pool<'a>(&self, slots: &'a mut Slots, model: &ModelSpec) -> &'a mut Pool {
         slots.pools.entry(pool_id(model)).or_insert_with(|| Pool::new(self.upstream.caps(model)))
     }
 
-    /// Gives back a slot taken for a create that did not leave a task upstream, and hands it on.
-    pub fn give_back(&self, model: &'static ModelSpec, key: usize) {
+    /// Gives back `holder`'s slot on `key`, taken for a create that did not leave a task upstream, and hands
+    /// it on.
+    pub fn give_back(&self, model: &'static ModelSpec, key: usize, holder: &str) {
+        if let Some(store) = self.shared.clone() {
+            let holder = holder.to_string();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = store.give_back_slot(&holder, key).await {
+                    tracing::warn!(error = %e, "could not give an upstream slot back; it lapses with this replica");
+                }
+            });
+            self.granted.notify_one();
+            return;
+        }
         let mut slots = self.lock();
         self.pool(&mut slots, model).give_back(key);
         self.hand_on(&mut slots, model);
     }
 
     /// Gives a slot back after `pause`: the key refused or failed a create, so it is not offered again at once.
-    pub fn give_back_later(self: &Arc<Self>, model: &'static ModelSpec, key: usize, pause: Duration) {
-        let capacity = self.clone();
+    pub fn give_back_later(self: &Arc<Self>, model: &'static ModelSpec, key: usize, holder: &str, pause: Duration) {
+        let (capacity, holder) = (self.clone(), holder.to_string());
         tokio::task::spawn_local(async move {
             tokio::time::sleep(pause).await;
-            capacity.give_back(model, key);
+            capacity.give_back(model, key, &holder);
         });
     }
 
     /// Records that the upstream has `task_id` in a slot taken on `key`.
     pub fn hold(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
-        self.lock().held.insert(task_id.to_string(), (pool_id(model), key));
+        if self.shared.is_none() {
+            self.lock().held.insert(task_id.to_string(), (pool_id(model), key));
+        }
     }
 
-    /// Counts a task the upstream had before this process started (whatever the cap now).
+    /// Counts a task the upstream had before this process took it over (whatever the cap now): where the
+    /// store keeps the slots, its slot becomes this process's, so it outlives the one that took it.
     pub fn restore(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
+        if let Some(store) = self.shared.clone() {
+            let holder = task_id.to_string();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = store.adopt_slot(&pool_name(model), &holder, key).await {
+                    tracing::warn!(error = %e, "could not take over an upstream slot");
+                }
+            });
+            return;
+        }
         let mut slots = self.lock();
         self.pool(&mut slots, model).hold(key);
         slots.held.insert(task_id.to_string(), (pool_id(model), key));
     }
 
-    /// The task has ended or left the upstream: its slot, if it held one here, goes to the next in line.
-    pub fn release(&self, task_id: &str, model: &'static ModelSpec) {
+    /// The task has ended or left the upstream (it held a slot on `key`): the slot goes to the next in line.
+    pub fn release(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
+        if self.shared.is_some() {
+            return self.give_back(model, key, task_id);
+        }
         let mut slots = self.lock();
         let Some((id, key)) = slots.held.remove(task_id) else { return };
         if let Some(pool) = slots.pools.get_mut(&id) {
@@ -157,11 +233,12 @@ impl Capacity {
     }
 
     /// Waits in line for a slot for a call made while its client waits (a synchronous model's).
-    pub fn wait(&self, account: Waiting<'_>, model: &'static ModelSpec) -> oneshot::Receiver<usize> {
+    pub fn wait(&self, account: Waiting<'_>, model: &'static ModelSpec, holder: &str) -> oneshot::Receiver<usize> {
         let (answer, slot) = oneshot::channel();
         let mut slots = self.lock();
         let queue = slots.queues.entry(pool_id(model)).or_default();
-        queue.push(account.name, account.weight, Waiter::Call { answer, since: Instant::now() });
+        let waiter = Waiter::Call { holder: holder.to_string(), model, answer, since: Instant::now() };
+        queue.push(account.name, account.weight, waiter);
         self.hand_on(&mut slots, model);
         slot
     }
@@ -189,8 +266,55 @@ impl Capacity {
         std::mem::take(&mut self.lock().granted)
     }
 
-    /// Hands the pool's free slots to the jobs next in line.
+    /// Where the store keeps the slots: takes them for the jobs next in this process's lines, while it has
+    /// any to give. The dispatcher calls it when something may have freed one, and every moment besides
+    /// (another replica's task may have ended).
+    pub async fn hand_on_shared(&self) {
+        if self.shared.is_none() {
+            return;
+        }
+        let waiting: Vec<PoolId> =
+            self.lock().queues.iter().filter(|(_, q)| !q.is_empty()).map(|(id, _)| *id).collect();
+        for id in waiting {
+            loop {
+                // The job stays in line, where a read of it finds it, until its slot is taken.
+                let next = self.lock().queues.get(&id).and_then(|q| q.peek()).map(|waiter| match waiter {
+                    Waiter::Task { task_id, tried, model, .. } => (task_id.clone(), tried.clone(), *model),
+                    Waiter::Call { holder, model, .. } => (holder.clone(), Vec::new(), *model),
+                });
+                let Some((holder, tried, model)) = next else { break };
+                let caps = self.pool(&mut self.lock(), model).slots().map(|(_, cap)| cap).collect::<Vec<u32>>();
+                let key = match self.take_shared(model, &caps, &tried, &holder).await {
+                    Some(key) => Some(key),
+                    None if !tried.is_empty() => self.take_shared(model, &caps, &[], &holder).await,
+                    None => None,
+                };
+                let Some(key) = key else { break };
+                let taken = self.lock().queues.get_mut(&id).and_then(|q| q.take(|w| holder_of(w) == holder));
+                match taken.map(|(_, waiter)| waiter) {
+                    // Gone meanwhile (cancelled, or the call timed out).
+                    None => self.give_back(model, key, &holder),
+                    Some(Waiter::Call { answer, since, .. }) => {
+                        crate::support::metrics::queue_wait(since.elapsed());
+                        if answer.send(key).is_err() {
+                            self.give_back(model, key, &holder);
+                        }
+                    }
+                    Some(Waiter::Task { task_id, model, tried, since }) => {
+                        crate::support::metrics::queue_wait(since.elapsed());
+                        self.lock().granted.push(Grant { task_id, model, key, tried });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands the pool's free slots to the jobs next in line (slots counted here).
     fn hand_on(&self, slots: &mut Slots, model: &'static ModelSpec) {
+        if self.shared.is_some() {
+            self.granted.notify_one();
+            return;
+        }
         let id = pool_id(model);
         self.pool(slots, model);
         let mut woke = false;
@@ -202,7 +326,7 @@ impl Capacity {
             }
             let Some((_, waiter)) = queue.pop() else { break };
             match waiter {
-                Waiter::Call { answer, since } => {
+                Waiter::Call { answer, since, .. } => {
                     let Some(key) = pool.take(&[]) else { break };
                     crate::support::metrics::queue_wait(since.elapsed());
                     if answer.send(key).is_err() {

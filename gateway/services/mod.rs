@@ -75,7 +75,8 @@ impl Gateway {
         // Where the store is this process's alone, the accounts' limits are kept here.
         let limits = Limits::new(&settings.limits, store.topology() == Topology::Owned);
         limits.restore(claimed.iter().map(|t| t.account.clone()));
-        let capacity = Arc::new(capacity::Capacity::new(upstream.clone()));
+        let shared = (store.topology() == Topology::Shared).then(|| store.clone());
+        let capacity = Arc::new(capacity::Capacity::new(upstream.clone(), shared));
         let polled = tasks::dispatch::sort_claimed(&*store, &capacity, claimed).await;
         Ok(Gateway {
             registry: Registry::new(switches)?,

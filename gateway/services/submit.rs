@@ -320,13 +320,15 @@ async fn run_sync(
         });
     });
     let model = admitted.model;
+    let holder = guard.task_id().to_string();
     let mut gone = std::pin::pin!(gone);
-    let key = match state.capacity.take(model, &[], false) {
+    let key = match state.capacity.take(model, &[], false, &holder).await {
         Some(key) => key,
         None => {
             // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
             let weight = tasks::dispatch::queue_weight(&*state.store, account).await;
-            let line = state.capacity.wait(crate::services::capacity::Waiting { name: account, weight }, model);
+            let line =
+                state.capacity.wait(crate::services::capacity::Waiting { name: account, weight }, model, &holder);
             let turn = tokio::time::timeout(state.upstream.longest_timeout(), line);
             tokio::select! {
                 turn = turn => match turn {
@@ -344,10 +346,12 @@ async fn run_sync(
             }
         }
     };
-    let call = tasks::dispatch::send(state, model, &admitted.envelope, key);
+    let call = tasks::dispatch::send(state, model, &admitted.envelope, key, &holder);
     let sent = tokio::select! {
         sent = call => sent,
         () = &mut gone => {
+            // The call is dropped, and with it its slot.
+            state.capacity.give_back(model, key, &holder);
             abandon(state, ScopeGuard::into_inner(guard)).await?;
             return Err(Problem::new(Code::client_closed_request, "The client closed the connection.").into());
         }
@@ -355,7 +359,7 @@ async fn run_sync(
     let task = ScopeGuard::into_inner(guard);
     let answer = match sent {
         tasks::dispatch::Sent::Taken { key, created } => {
-            state.capacity.give_back(model, key);
+            state.capacity.give_back(model, key, &holder);
             Ok(created)
         }
         tasks::dispatch::Sent::NoKey => Err(busy()),

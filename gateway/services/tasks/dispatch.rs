@@ -8,8 +8,7 @@ use super::{fail, finish};
 use crate::domain::catalog::{ModelSpec, TRANSIENT_FAILURES};
 use crate::domain::clock::now_ms;
 use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
-use crate::ports::storage::Storage;
-use crate::ports::storage::{Commit, TaskRef};
+use crate::ports::storage::{Commit, Storage, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::Gateway;
 use crate::services::capacity::{Capacity, Grant, Waiting};
@@ -21,7 +20,9 @@ use std::time::Duration;
 
 /// How long a key that refused or failed a create is not offered again.
 const REFUSED_KEY_PAUSE: Duration = Duration::from_secs(1);
-/// How long a granted task waits before it is tried again when the store could not be read.
+/// How often a line looks for slots another replica freed.
+const SHARED_LOOK_EVERY: Duration = Duration::from_millis(250);
+/// How long a task that could not be sent (the store failed) waits before it is read again.
 const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// Splits the live tasks the store handed this process: those waiting for a slot join the line, those
@@ -61,7 +62,7 @@ pub enum Sent {
 /// Sends `envelope` with key `key`, whose slot the caller took, and on to the other keys with a free slot
 /// while one refuses it for capacity or fails without taking it. With no other key free, a failure (a 5xx,
 /// a broken connection) is tried again on the same key, twice, after a pause; a refusal for capacity waits.
-pub async fn send(state: &Gateway, model: &'static ModelSpec, envelope: &Bytes, mut key: usize) -> Sent {
+pub async fn send(state: &Gateway, model: &'static ModelSpec, envelope: &Bytes, mut key: usize, holder: &str) -> Sent {
     let mut tried = Vec::new();
     let (mut pause, mut again) = (Duration::from_millis(100), 2);
     loop {
@@ -72,25 +73,25 @@ pub async fn send(state: &Gateway, model: &'static ModelSpec, envelope: &Bytes, 
         };
         crate::support::metrics::upstream_error("create");
         if !error.try_another_key() {
-            state.capacity.give_back(model, key);
+            state.capacity.give_back(model, key, holder);
             return Sent::Failed(error);
         }
         tracing::warn!(model = model.id, key, error = %error, "upstream key refused or failed a create");
         let refused = matches!(error, UpstreamError::Answered { refusal: Refusal::RateLimited, .. });
         tried.push(key);
-        if let Some(next) = state.capacity.take(model, &tried, true) {
+        if let Some(next) = state.capacity.take(model, &tried, true, holder).await {
             crate::support::metrics::failover("refused");
-            state.capacity.give_back_later(model, key, REFUSED_KEY_PAUSE);
+            state.capacity.give_back_later(model, key, holder, REFUSED_KEY_PAUSE);
             key = next;
         } else if refused {
-            state.capacity.give_back_later(model, key, REFUSED_KEY_PAUSE);
+            state.capacity.give_back_later(model, key, holder, REFUSED_KEY_PAUSE);
             return Sent::NoKey;
         } else if again > 0 {
             tokio::time::sleep(pause).await;
             (pause, again) = (pause * 4, again - 1);
             tried.pop();
         } else {
-            state.capacity.give_back(model, key);
+            state.capacity.give_back(model, key, holder);
             return Sent::Failed(error);
         }
     }
@@ -153,11 +154,16 @@ pub async fn taken(
             }),
         )
         .await
-        .inspect_err(|_| state.poller.take_over(task_id.clone()))?;
+        .inspect_err(|_| {
+            // Not recorded: the task ends as interrupted once the store answers. The upstream's job runs on
+            // meanwhile, so its slot is held for about as long.
+            state.poller.take_over(task_id.clone());
+            state.capacity.give_back_later(model, key, &task_id, Duration::from_secs(model.expected_seconds));
+        })?;
     let Some(forwarded) = forwarded else {
         // Ended while it was sent (a cancel): the upstream's job is not wanted.
         let _ = state.upstream.cancel(model.region, key, &upstream_id).await;
-        state.capacity.give_back(model, key);
+        state.capacity.give_back(model, key, &task_id);
         return Ok(None);
     };
     state.capacity.hold(&task_id, model, key);
@@ -176,7 +182,12 @@ fn first_interval_ms(model: &ModelSpec, config: &PollerConfig) -> i64 {
 /// Sends the queued tasks granted a slot, until the process ends. Call once, on the actix system.
 pub async fn run(state: Arc<Gateway>) {
     loop {
-        state.capacity.granted.notified().await;
+        // Where replicas share the slots, one may free on another replica: the line looks again shortly.
+        tokio::select! {
+            () = state.capacity.granted.notified() => {}
+            () = tokio::time::sleep(SHARED_LOOK_EVERY) => {}
+        }
+        state.capacity.hand_on_shared().await;
         for grant in state.capacity.take_granted() {
             tokio::task::spawn_local(send_granted(state.clone(), grant));
         }
@@ -185,26 +196,32 @@ pub async fn run(state: Arc<Gateway>) {
 
 async fn send_granted(state: Arc<Gateway>, grant: Grant) {
     let Grant { task_id, model, key, tried } = grant;
-    let task = match state.store.task(&task_id).await {
-        Ok(Some(task)) if task.waits_for_slot() => task,
-        Ok(_) => return state.capacity.give_back(model, key),
+    let sent = match state.store.task(&task_id).await {
+        Ok(Some(task)) if task.waits_for_slot() => send_waiting(&state, task, model, key, tried.clone()).await,
+        Ok(_) => return state.capacity.give_back(model, key, &task_id),
         Err(e) => {
-            tracing::warn!(task_id, error = %e, "could not read a task granted an upstream slot; it waits again");
-            state.capacity.give_back(model, key);
-            tokio::time::sleep(STORE_RETRY).await;
-            return requeue(&state, &task_id, model, tried).await;
+            state.capacity.give_back(model, key, &task_id);
+            Err(e.into())
         }
     };
-    if let Err(e) = send_waiting(&state, task, model, key, tried).await {
-        tracing::warn!(task_id, error = %e, "a queued task could not be sent");
+    // The slot went back with the error; the task, if it still waits, waits again.
+    if let Err(e) = sent {
+        tracing::warn!(task_id, error = %e, "a queued task could not be sent; it waits again");
+        requeue(&state, &task_id, model, tried).await;
     }
 }
 
+/// Puts a task back at the head of its account's line once the store answers, if it still waits.
 async fn requeue(state: &Gateway, task_id: &str, model: &'static ModelSpec, tried: Vec<usize>) {
-    if let Ok(Some(task)) = state.store.task(task_id).await
-        && task.waits_for_slot()
-    {
-        state.capacity.enqueue(task_id, Waiting { name: &task.account, weight: 1 }, model, tried, true);
+    loop {
+        match state.store.task(task_id).await {
+            Ok(Some(task)) if task.waits_for_slot() => {
+                let account = Waiting { name: &task.account, weight: 1 };
+                return state.capacity.enqueue(task_id, account, model, tried, true);
+            }
+            Ok(_) => return,
+            Err(_) => tokio::time::sleep(STORE_RETRY).await,
+        }
     }
 }
 
@@ -217,7 +234,7 @@ async fn send_waiting(
 ) -> Result<(), ServiceError> {
     let task_id = task.task_id.clone();
     if now_ms() >= task.deadline_ms {
-        state.capacity.give_back(model, key);
+        state.capacity.give_back(model, key, &task_id);
         let error = TaskError {
             code: "timeout".into(),
             message: "The task waited for an upstream slot until its model's deadline.".into(),
@@ -238,18 +255,18 @@ async fn send_waiting(
             Box::new(move |t| t.attempts.push(attempt)),
         )
         .await;
-    let Some(sending) = sending.inspect_err(|_| state.capacity.give_back(model, key))? else {
-        state.capacity.give_back(model, key);
+    let Some(sending) = sending.inspect_err(|_| state.capacity.give_back(model, key, &task_id))? else {
+        state.capacity.give_back(model, key, &task_id);
         return Ok(());
     };
     let envelope = Bytes::from(sending.envelope.clone().unwrap_or_default());
-    match send(state, model, &envelope, key).await {
+    match send(state, model, &envelope, key, &task_id).await {
         Sent::Taken { key, created } => match created.task_id {
             Some(upstream_id) => {
                 taken(state, TaskRef::Id(task_id), model, key, started_ms, upstream_id, None).await?;
             }
             None => {
-                state.capacity.give_back(model, key);
+                state.capacity.give_back(model, key, &task_id);
                 fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
             }
         },
@@ -311,7 +328,7 @@ pub async fn retry_transient(state: &Gateway, task_id: &str, error: &TaskError) 
     let Some(waiting) = waiting else { return Ok(false) };
     crate::support::metrics::failover("transient");
     tracing::info!(task_id, key, code = error.code, "upstream failed the task for its own reasons; sending it again");
-    state.capacity.release(task_id, model);
+    state.capacity.release(task_id, model, key);
     state.capacity.enqueue(task_id, Waiting { name: &waiting.account, weight: 1 }, model, vec![key], true);
     Ok(true)
 }

@@ -87,14 +87,14 @@ pub async fn forward_async(
 ) -> Result<TaskRecord, ServiceError> {
     let model = admitted.model;
     let task_id = task.record.task_id.clone();
-    let Some(key) = state.capacity.take(model, &[], false) else {
+    let Some(key) = state.capacity.take(model, &[], false, &task_id).await else {
         return dispatch::wait_for_slot(state, task.into(), model, &admitted.envelope).await;
     };
     let started_ms = now_ms();
-    match dispatch::send(state, model, &admitted.envelope, key).await {
+    match dispatch::send(state, model, &admitted.envelope, key, &task_id).await {
         dispatch::Sent::Taken { key, created } => {
             let Some(upstream_id) = created.task_id else {
-                state.capacity.give_back(model, key);
+                state.capacity.give_back(model, key, &task_id);
                 fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
                 return Err(UpstreamError::Malformed("no task id".into()).into());
             };
@@ -122,6 +122,13 @@ pub enum OpenTask {
 }
 
 impl OpenTask {
+    pub fn task_id(&self) -> &str {
+        match self {
+            OpenTask::Stored(task) => task.task_id(),
+            OpenTask::Unwritten(task, _) => &task.task_id,
+        }
+    }
+
     /// A task this process polls, changed only while it holds the task's lease.
     pub fn polled(task_id: &str) -> OpenTask {
         OpenTask::Stored(TaskRef::Polled(task_id.to_string()))
@@ -225,8 +232,8 @@ pub async fn finish(
     if let Some(task) = &finished {
         crate::support::metrics::task_finished(task.status);
         if let Some(model) = crate::domain::catalog::ModelSpec::find(&task.model) {
-            if task.slot_key().is_some() {
-                state.capacity.release(&task.task_id, model);
+            if let Some(key) = task.slot_key() {
+                state.capacity.release(&task.task_id, model, key);
             } else if task.upstream_task_id.is_none() && model.task_mode == TaskMode::Async {
                 // It may have ended waiting in line (a cancel).
                 state.capacity.forget(&task.task_id, model);

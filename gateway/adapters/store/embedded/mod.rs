@@ -88,7 +88,7 @@ pub(crate) use tables::{
     ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, TASKS_BY_ACCOUNT,
 };
 
-use crate::ports::storage::{Lifecycle, Switches, Topology};
+use crate::ports::storage::{Lifecycle, Slots, Switches, Topology};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::Path;
 use std::sync::Arc;
@@ -264,6 +264,9 @@ impl Switches for Store {
         blocking(self, move |store| store.set_model_switch(&model, enabled)).await
     }
 }
+
+/// This process counts its own slots: the store is its alone.
+impl Slots for Store {}
 
 #[async_trait::async_trait]
 impl Lifecycle for Store {

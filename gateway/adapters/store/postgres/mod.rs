@@ -21,6 +21,7 @@ mod ledger;
 mod mirrors;
 mod rates;
 mod replicas;
+mod slots;
 mod tasks;
 mod webhooks;
 
@@ -37,7 +38,7 @@ use crate::domain::tasks::{
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
     Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle,
-    SettingsChange, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -516,6 +517,34 @@ impl Switches for Store {
     async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
         let model = model.to_string();
         self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Slots for Store {
+    async fn take_slot(
+        &self,
+        pool: &str,
+        caps: &[u32],
+        tried: &[usize],
+        holder: &str,
+    ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
+        let (replica, pool, caps, tried, holder) =
+            (self.replica.id.clone(), pool.to_string(), caps.to_vec(), tried.to_vec(), holder.to_string());
+        self.with(
+            move |mut client| async move { slots::take(&mut client, &replica, &pool, &caps, &tried, &holder).await },
+        )
+        .await
+    }
+
+    async fn give_back_slot(&self, holder: &str, key: usize) -> Result<(), StoreError> {
+        let holder = holder.to_string();
+        self.with(move |client| async move { slots::give_back(&client, &holder, key).await }).await
+    }
+
+    async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
+        let (replica, pool, holder) = (self.replica.id.clone(), pool.to_string(), holder.to_string());
+        self.with(move |client| async move { slots::adopt(&client, &replica, &pool, &holder, key).await }).await
     }
 }
 

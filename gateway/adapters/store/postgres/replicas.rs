@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 /// How often a replica is seen (which renews its leases).
 pub(super) const BEAT: Duration = Duration::from_secs(1);
 /// How long a replica's leases last unrenewed: a dead replica's tasks are taken over within it.
-const LEASE_MS: i64 = 10_000;
+pub(super) const LEASE_MS: i64 = 10_000;
 /// A replica not seen for this long no longer counts.
 const GONE_AFTER_MS: i64 = 3_000;
 /// How long after its first beat a replica starts querying the upstream.
