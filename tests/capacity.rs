@@ -18,7 +18,9 @@ const MODEL: &str = "alpha2.6-t2v_t2v";
 /// gateway sending to all three with the same cap.
 fn start(tmp: &tempfile::TempDir, time_scale: &str) -> (common::Process, Demo) {
     let simulator = common::simulator(time_scale, &["--keys", "3", "--concurrency", "2"]);
-    let config = common::serve_config(&simulator.address(), ", concurrency: {default: 2}", "");
+    // Webhooks to loopback are allowed: a delivery is queued (and recorded) however its posting goes.
+    let extra = "webhooks: {allow_private_callbacks: true}\n";
+    let config = common::serve_config(&simulator.address(), ", concurrency: {default: 2}", extra);
     let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[(common::SIM_KEY.0, KEYS)]);
     (simulator, gateway)
 }
@@ -96,6 +98,8 @@ fn a_job_the_upstream_fails_for_its_own_reasons_runs_again_on_another_key_and_is
     let tmp = tempfile::tempdir().unwrap();
     let (simulator, gateway) = start(&tmp, "0.1");
     let key = gateway.account("acme", 1_000_000_000, 0, 0);
+    let endpoint = json!({"url": "http://127.0.0.1:9/hooks"});
+    assert_eq!(gateway.admin("/accounts/acme/webhook-endpoint", Some(&endpoint)).status, 200);
     let accepted = submit(&gateway, &key, "a fox sim:flaky");
     let task = gateway.wait_terminal_as(&key, accepted["task_id"].as_str().unwrap(), Duration::from_secs(60));
     assert_eq!(task["status"], "success", "{task}");
@@ -107,6 +111,10 @@ fn a_job_the_upstream_fails_for_its_own_reasons_runs_again_on_another_key_and_is
     let charged = task["settlement"]["charged"].as_i64().unwrap();
     assert!(charged > 0);
     assert_eq!(gateway.charged("acme"), charged, "one settlement");
+    let task_id = task["task_id"].as_str().unwrap();
+    let deliveries = gateway.admin(&format!("/webhooks/deliveries?task_id={task_id}"), None);
+    let listed = deliveries.json["deliveries"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "one webhook, at the real end: {}", deliveries.json);
     assert_eq!(per_key(&simulator, "alpha2.6-t2v").iter().map(|k| k.1).sum::<u64>(), 2);
 }
 
@@ -156,4 +164,35 @@ fn an_accounts_weight_buys_it_a_larger_share_of_the_slots() {
         .collect();
     // Weight 3 against 1: three of its jobs go for each of the other's (weight 1 would make these 2, 4, 6).
     assert_eq!(places, [2, 3, 4], "heavy's places in line");
+}
+
+#[test]
+fn a_synchronous_call_with_no_free_slot_waits_its_turn_and_no_longer_than_the_upstream_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("0.4", &["--concurrency", "1"]);
+    let config = common::serve_config(&simulator.address(), ", timeout_seconds: 3, concurrency: {default: 1}", "");
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[common::SIM_KEY]);
+    let key = gateway.account("acme", 1_000_000_000, 0, 0);
+    let call = |prompt: &'static str, after_ms: u64| {
+        let (gateway, key) = (&gateway, &key);
+        move || {
+            std::thread::sleep(Duration::from_millis(after_ms));
+            let body = json!({"model": "beta-image-2.0-pro_t2i", "prompt": prompt});
+            gateway.post_as(key, "/v1/images/generations", &body)
+        }
+    };
+    // The one slot is held 2.4 s by the first call; the second waits for it, then holds it as long; the
+    // third's wait runs out first.
+    let (first, second, third) = std::thread::scope(|scope| {
+        let first = scope.spawn(call("a cat sim:slow", 0));
+        let second = scope.spawn(call("a dog sim:slow", 200));
+        let third = scope.spawn(call("a bird", 400));
+        (first.join().unwrap(), second.join().unwrap(), third.join().unwrap())
+    });
+    assert_eq!(first.status, 200, "{}", first.json);
+    assert_eq!(second.status, 200, "waited its turn: {}", second.json);
+    assert_eq!((third.status, third.code()), (429, "upstream_rate_limited"), "{}", third.json);
+    assert!(third.header("retry-after").is_some(), "{}", third.json);
+    let stats = capacity_stats(&simulator);
+    assert_eq!(stats[0]["models"]["beta-image-2.0-pro"]["refused_for_capacity"], 0, "{stats:?}");
 }
