@@ -196,3 +196,19 @@ fn a_synchronous_call_with_no_free_slot_waits_its_turn_and_no_longer_than_the_up
     let stats = capacity_stats(&simulator);
     assert_eq!(stats[0]["models"]["beta-image-2.0-pro"]["refused_for_capacity"], 0, "{stats:?}");
 }
+
+#[test]
+fn a_task_whose_deadline_passes_while_it_waits_times_out_uncharged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let simulator = common::simulator("1", &["--concurrency", "1"]);
+    let config = common::serve_config(&simulator.address(), ", concurrency: {default: 1}", "max_task_seconds: 2\n");
+    let gateway = Demo::serve(&tmp.path().join("gateway"), &config, &[common::SIM_KEY]);
+    let key = gateway.account("acme", 1_000_000_000, 0, 0);
+    submit(&gateway, &key, "sim:never holds the slot");
+    let waiting = submit(&gateway, &key, "waits for it");
+    assert!(waiting.get("queue").is_some(), "{waiting}");
+    let ended = gateway.wait_terminal_as(&key, waiting["task_id"].as_str().unwrap(), Duration::from_secs(20));
+    assert_eq!(ended["status"], "timeout", "{ended}");
+    assert_eq!(ended["settlement"]["charged"], 0, "{ended}");
+    assert_eq!(per_key(&simulator, "alpha2.6-t2v").iter().map(|k| k.1).sum::<u64>(), 1, "it was never sent");
+}

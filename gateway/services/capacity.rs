@@ -8,6 +8,7 @@
 
 use crate::domain::capacity::{FairQueue, Pool};
 use crate::domain::catalog::ModelSpec;
+use crate::domain::tasks::TaskRecord;
 use crate::ports::storage::Storage;
 use crate::ports::upstream::Upstream;
 use crate::support::metrics::PoolFigures;
@@ -62,7 +63,7 @@ fn holder_of(waiter: &Waiter) -> &str {
 }
 
 enum Waiter {
-    Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant },
+    Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant, deadline_ms: i64 },
     Call { holder: String, model: &'static ModelSpec, answer: oneshot::Sender<usize>, since: Instant },
 }
 
@@ -213,21 +214,15 @@ impl Capacity {
 
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
     /// head of them (`again`: one that had its turn and must wait once more).
-    pub fn enqueue(
-        &self,
-        task_id: &str,
-        account: Waiting<'_>,
-        model: &'static ModelSpec,
-        tried: Vec<usize>,
-        again: bool,
-    ) {
+    pub fn enqueue(&self, task: &TaskRecord, weight: u32, model: &'static ModelSpec, tried: Vec<usize>, again: bool) {
         let mut slots = self.lock();
-        let waiter = Waiter::Task { task_id: task_id.to_string(), model, tried, since: Instant::now() };
+        let (task_id, deadline_ms) = (task.task_id.clone(), task.deadline_ms);
+        let waiter = Waiter::Task { task_id, model, tried, since: Instant::now(), deadline_ms };
         let queue = slots.queues.entry(pool_id(model)).or_default();
         if again {
-            queue.push_front(account.name, waiter)
+            queue.push_front(&task.account, waiter)
         } else {
-            queue.push(account.name, account.weight, waiter)
+            queue.push(&task.account, weight, waiter)
         }
         self.hand_on(&mut slots, model);
     }
@@ -249,6 +244,21 @@ impl Capacity {
         if let Some(queue) = slots.queues.get_mut(&pool_id(model)) {
             queue.remove(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id));
         }
+    }
+
+    /// Takes out of line the tasks whose deadline has passed while they waited: they end in `timeout`.
+    pub fn overdue(&self, now_ms: i64) -> Vec<(String, &'static ModelSpec)> {
+        let mut overdue = Vec::new();
+        for queue in self.lock().queues.values_mut() {
+            queue.remove(|w| match w {
+                Waiter::Task { task_id, model, deadline_ms, .. } if *deadline_ms <= now_ms => {
+                    overdue.push((task_id.clone(), *model));
+                    true
+                }
+                _ => false,
+            });
+        }
+        overdue
     }
 
     /// Where a queued task stands, if it waits here.
@@ -300,7 +310,7 @@ impl Capacity {
                             self.give_back(model, key, &holder);
                         }
                     }
-                    Some(Waiter::Task { task_id, model, tried, since }) => {
+                    Some(Waiter::Task { task_id, model, tried, since, .. }) => {
                         crate::support::metrics::queue_wait(since.elapsed());
                         self.lock().granted.push(Grant { task_id, model, key, tried });
                     }
@@ -333,7 +343,7 @@ impl Capacity {
                         pool.give_back(key);
                     }
                 }
-                Waiter::Task { task_id, model, tried, since } => {
+                Waiter::Task { task_id, model, tried, since, .. } => {
                     let Some(key) = pool.take(&tried).or_else(|| pool.take(&[])) else { break };
                     crate::support::metrics::queue_wait(since.elapsed());
                     granted.push(Grant { task_id, model, key, tried });

@@ -11,7 +11,7 @@ use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, Storage, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::Gateway;
-use crate::services::capacity::{Capacity, Grant, Waiting};
+use crate::services::capacity::{Capacity, Grant};
 use crate::services::errors::ServiceError;
 use crate::services::settings::PollerConfig;
 use bytes::Bytes;
@@ -22,6 +22,8 @@ use std::time::Duration;
 const REFUSED_KEY_PAUSE: Duration = Duration::from_secs(1);
 /// How often a line looks for slots another replica freed.
 const SHARED_LOOK_EVERY: Duration = Duration::from_millis(250);
+/// How often the lines are searched for tasks whose deadline passed while they waited.
+const OVERDUE_EVERY: Duration = Duration::from_secs(1);
 /// How long a task that could not be sent (the store failed) waits before it is read again.
 const STORE_RETRY: Duration = Duration::from_secs(1);
 
@@ -36,7 +38,7 @@ pub async fn sort_claimed(store: &dyn Storage, capacity: &Capacity, claimed: Vec
         };
         if task.waits_for_slot() {
             let weight = queue_weight(store, &task.account).await;
-            capacity.enqueue(&task.task_id, Waiting { name: &task.account, weight }, model, Vec::new(), false);
+            capacity.enqueue(&task, weight, model, Vec::new(), false);
             continue;
         }
         if let Some(key) = task.slot_key() {
@@ -111,8 +113,8 @@ pub async fn wait_for_slot(
         .change_task(task, &[TaskStatus::Queued], Commit::Durable, Box::new(move |t| t.envelope = Some(body)))
         .await?
         .ok_or_else(|| crate::domain::errors::Problem::internal("the task ended before it was queued"))?;
-    let account = Waiting { name: &waiting.account, weight: queue_weight(&*state.store, &waiting.account).await };
-    state.capacity.enqueue(&waiting.task_id, account, model, Vec::new(), false);
+    let weight = queue_weight(&*state.store, &waiting.account).await;
+    state.capacity.enqueue(&waiting, weight, model, Vec::new(), false);
     Ok(waiting)
 }
 
@@ -181,6 +183,7 @@ fn first_interval_ms(model: &ModelSpec, config: &PollerConfig) -> i64 {
 
 /// Sends the queued tasks granted a slot, until the process ends. Call once, on the actix system.
 pub async fn run(state: Arc<Gateway>) {
+    let mut overdue_checked = std::time::Instant::now();
     loop {
         // Where replicas share the slots, one may free on another replica: the line looks again shortly.
         tokio::select! {
@@ -188,6 +191,12 @@ pub async fn run(state: Arc<Gateway>) {
             () = tokio::time::sleep(SHARED_LOOK_EVERY) => {}
         }
         state.capacity.hand_on_shared().await;
+        if overdue_checked.elapsed() >= OVERDUE_EVERY {
+            overdue_checked = std::time::Instant::now();
+            for (task_id, model) in state.capacity.overdue(now_ms()) {
+                tokio::task::spawn_local(time_out_waiting(state.clone(), task_id, model));
+            }
+        }
         for grant in state.capacity.take_granted() {
             tokio::task::spawn_local(send_granted(state.clone(), grant));
         }
@@ -212,12 +221,29 @@ async fn send_granted(state: Arc<Gateway>, grant: Grant) {
 }
 
 /// Puts a task back at the head of its account's line once the store answers, if it still waits.
+/// Ends a task whose deadline passed while it waited in line (its hold given back); should the store fail,
+/// it waits again, to be ended on a later look.
+async fn time_out_waiting(state: Arc<Gateway>, task_id: String, model: &'static ModelSpec) {
+    if let Err(e) = waited_too_long(&state, &task_id).await {
+        tracing::warn!(task_id, error = %e, "could not time out a task that waited past its deadline");
+        requeue(&state, &task_id, model, Vec::new()).await;
+    }
+}
+
+async fn waited_too_long(state: &Gateway, task_id: &str) -> Result<(), ServiceError> {
+    let error = TaskError {
+        code: "timeout".into(),
+        message: "The task waited for an upstream slot until its model's deadline; nothing was charged.".into(),
+    };
+    finish(state, task_id, TaskStatus::Timeout, move |t| t.error = Some(error)).await?;
+    Ok(())
+}
+
 async fn requeue(state: &Gateway, task_id: &str, model: &'static ModelSpec, tried: Vec<usize>) {
     loop {
         match state.store.task(task_id).await {
             Ok(Some(task)) if task.waits_for_slot() => {
-                let account = Waiting { name: &task.account, weight: 1 };
-                return state.capacity.enqueue(task_id, account, model, tried, true);
+                return state.capacity.enqueue(&task, 1, model, tried, true);
             }
             Ok(_) => return,
             Err(_) => tokio::time::sleep(STORE_RETRY).await,
@@ -235,12 +261,7 @@ async fn send_waiting(
     let task_id = task.task_id.clone();
     if now_ms() >= task.deadline_ms {
         state.capacity.give_back(model, key, &task_id);
-        let error = TaskError {
-            code: "timeout".into(),
-            message: "The task waited for an upstream slot until its model's deadline.".into(),
-        };
-        finish(state, task_id.as_str(), TaskStatus::Timeout, move |t| t.error = Some(error)).await?;
-        return Ok(());
+        return waited_too_long(state, &task_id).await;
     }
     // The attempt is on disk before the job is sent: should this process stop before the answer is
     // recorded, the task is not sent blindly again (the job may exist upstream); it ends as interrupted.
@@ -284,7 +305,7 @@ async fn send_waiting(
                 )
                 .await?;
             if waiting.is_some() {
-                state.capacity.enqueue(&task_id, Waiting { name: &sending.account, weight: 1 }, model, tried, true);
+                state.capacity.enqueue(&sending, 1, model, tried, true);
             }
         }
         Sent::Failed(error) => {
@@ -329,6 +350,6 @@ pub async fn retry_transient(state: &Gateway, task_id: &str, error: &TaskError) 
     crate::support::metrics::failover("transient");
     tracing::info!(task_id, key, code = error.code, "upstream failed the task for its own reasons; sending it again");
     state.capacity.release(task_id, model, key);
-    state.capacity.enqueue(task_id, Waiting { name: &waiting.account, weight: 1 }, model, vec![key], true);
+    state.capacity.enqueue(&waiting, 1, model, vec![key], true);
     Ok(true)
 }
