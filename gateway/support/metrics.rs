@@ -86,7 +86,14 @@ pub struct Totals {
     pub upstream_timed: AtomicU64,
     /// Task queries and list pages sent with each key: by region, by key index.
     pub key_queries: Mutex<std::collections::HashMap<String, Vec<u64>>>,
+    /// Jobs sent to another key after a refused create, and after a transient failure.
+    pub failovers: [AtomicU64; 2],
+    /// The last waits for an upstream slot, in seconds (the console shows their p50 and p99).
+    pub waits: Mutex<std::collections::VecDeque<f64>>,
 }
+
+/// How many of the last waits for a slot the console's percentiles are over.
+pub const WAITS_KEPT: usize = 1000;
 
 pub fn totals() -> &'static Totals {
     static TOTALS: OnceLock<Totals> = OnceLock::new();
@@ -295,10 +302,16 @@ pub fn poll_lag(ms: i64) {
 
 pub fn queue_wait(waited: std::time::Duration) {
     metrics().queue_wait.observe(waited.as_secs_f64());
+    let mut waits = totals().waits.lock().unwrap_or_else(|e| e.into_inner());
+    if waits.len() == WAITS_KEPT {
+        waits.pop_front();
+    }
+    waits.push_back(waited.as_secs_f64());
 }
 
 /// A job sent to another key: `refused` or `transient`.
 pub fn failover(kind: &'static str) {
+    totals().failovers[usize::from(kind == "transient")].fetch_add(1, Relaxed);
     metrics().failovers.get_or_create(&KindLabels::of(kind)).inc();
 }
 

@@ -73,6 +73,10 @@ struct Overview {
     limit: u32,
     share: String,
     pools: Vec<PoolRow>,
+    /// The last waits for a slot, p50 and p99 in seconds, and how many; failovers after a refused create and
+    /// after a transient failure.
+    waits: (String, String, usize),
+    failovers: [u64; 2],
     ledger: Option<LedgerReport>,
 }
 
@@ -85,6 +89,15 @@ struct PoolRow {
     cap: u32,
     /// Jobs waiting for this model, all keys: the first key's row says it.
     waiting: String,
+}
+
+/// The p50 and p99 of the last waits for a slot (seconds, one decimal), and how many there were.
+fn recent_waits() -> (String, String, usize) {
+    let mut waits: Vec<f64> =
+        crate::support::metrics::totals().waits.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+    waits.sort_by(f64::total_cmp);
+    let at = |p: f64| waits.get(((waits.len().saturating_sub(1)) as f64 * p).round() as usize).copied().unwrap_or(0.0);
+    (format!("{:.1}", at(0.5)), format!("{:.1}", at(0.99)), waits.len())
 }
 
 /// The capacity pools in rows: a row per key, the line's accounts (most waiting first) on the first.
@@ -198,6 +211,11 @@ async fn overview_page(state: &Gateway, session: Session, ledger: Option<LedgerR
         limit: state.settings.poller.queries_per_second,
         share: state.store.poll_share().map_or_else(|| "none yet".into(), |share| format!("1/{share}")),
         pools: pool_rows(state.capacity.snapshot()),
+        waits: recent_waits(),
+        failovers: crate::support::metrics::totals()
+            .failovers
+            .each_ref()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed)),
         ledger,
     };
     Ok(html(StatusCode::OK, &page))
