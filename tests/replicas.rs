@@ -23,22 +23,24 @@ const KEYS: &str = "k-cn-beijing,k-cn-beijing-2";
 struct Replicas {
     url: String,
     simulator: String,
-    /// Added to the upstream's config entry (`, concurrency: ...`).
+    /// Added to the upstream's config entry (`, concurrency: ...`), and to the config.
     upstream: String,
+    extra: String,
     tmp: tempfile::TempDir,
     gateways: Vec<RwLock<Option<Demo>>>,
 }
 
 impl Replicas {
     fn start(url: &str, simulator: &str) -> Replicas {
-        Replicas::start_with(url, simulator, "")
+        Replicas::start_with(url, simulator, "", "")
     }
 
-    fn start_with(url: &str, simulator: &str, upstream: &str) -> Replicas {
+    fn start_with(url: &str, simulator: &str, upstream: &str, extra: &str) -> Replicas {
         let replicas = Replicas {
             url: url.into(),
             simulator: simulator.into(),
             upstream: upstream.into(),
+            extra: extra.into(),
             tmp: tempfile::tempdir().unwrap(),
             gateways: Vec::new(),
         };
@@ -51,8 +53,8 @@ impl Replicas {
             "store: {{url: '{}'}}\n\
              upstreams:\n  cn-beijing: {{base_url: '{}/cn-beijing', api_key_env: REPLICA_SIM_KEYS{}}}\n\
              limits: {{max_in_flight_per_account: 100000, requests_per_second_per_key: 100000}}\n\
-             poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n",
-            self.url, self.simulator, self.upstream
+             poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n{}",
+            self.url, self.simulator, self.upstream, self.extra
         );
         Demo::serve(
             &self.tmp.path().join(format!("replica-{n}")),
@@ -289,7 +291,9 @@ fn each_replica_counts_the_live_tasks_it_holds_and_none_goes_negative() {
 fn upstream_slots_hold_across_replicas_and_a_killed_ones_come_back() {
     let cluster = Cluster::start();
     let simulator = common::simulator("0.5", &["--keys", "2", "--concurrency", "1"]);
-    let replicas = Replicas::start_with(&cluster.url("postgres"), &simulator.address(), ", concurrency: {default: 1}");
+    let upstream = ", concurrency: {default: 1}";
+    let replicas =
+        Replicas::start_with(&cluster.url("postgres"), &simulator.address(), upstream, "shared_upstream_slots: true\n");
     let key = replicas.on(0, |demo| demo.account("acme", BALANCE, 0, 0)).unwrap();
     let submit = |n: usize, prompt: &str| {
         let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 2});

@@ -61,6 +61,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
         billing: config.billing.clone(),
         max_task_seconds: config.max_task_seconds,
         transient_retries: config.transient_retries,
+        shared_upstream_slots: config.shared_upstream_slots,
         copy_retry_delays_ms: results.retry_delays_ms.clone(),
     };
     let parts = Parts {

@@ -3,8 +3,8 @@
 //! kept while the upstream has the task; a task the upstream cannot take yet waits here, `queued`, and is
 //! handed a slot, fairly across client accounts, when one frees.
 //!
-//! Where processes share the store (PostgreSQL replicas), the store keeps the slots (`ports::storage::Slots`)
-//! and counts every replica's; each process keeps its own line and takes slots for it from the store.
+//! Each process keeps its own line. Slots are counted here, or, where processes share the store and
+//! `shared_upstream_slots` is on, by the store (`ports::storage::Slots`), which counts every replica's.
 
 use crate::domain::capacity::{FairQueue, Pool};
 use crate::domain::catalog::ModelSpec;
@@ -74,6 +74,10 @@ struct Slots {
     /// Tasks the upstream has, by id: the pool and key of the slot each holds.
     held: HashMap<String, (PoolId, usize)>,
     granted: Vec<Grant>,
+    /// Tasks granted a slot and not yet sent or back in line.
+    sending: std::collections::HashSet<String>,
+    /// Tasks in a line: one is never in two places (two sends of one job).
+    queued: std::collections::HashSet<String>,
 }
 
 pub struct Capacity {
@@ -175,10 +179,17 @@ impl Capacity {
         });
     }
 
-    /// Records that the upstream has `task_id` in a slot taken on `key`.
-    pub fn hold(&self, task_id: &str, model: &'static ModelSpec, key: usize) {
-        if self.shared.is_none() {
+    /// Records that the upstream has `task_id` in a slot taken on `key`, until its end. Counted here, the slot
+    /// is held only by the process that polls the task (`polled_here`), which sees the end: where replicas
+    /// share the store another may poll it, and counts it when it takes the task.
+    pub fn hold(&self, task_id: &str, model: &'static ModelSpec, key: usize, polled_here: bool) {
+        if self.shared.is_some() {
+            return;
+        }
+        if polled_here {
             self.lock().held.insert(task_id.to_string(), (pool_id(model), key));
+        } else {
+            self.give_back(model, key, task_id);
         }
     }
 
@@ -213,9 +224,17 @@ impl Capacity {
     }
 
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
-    /// head of them (`again`: one that had its turn and must wait once more).
+    /// head of them (`again`: one that had its turn and must wait once more). A task already in line, or
+    /// being sent but for `again`, stays where it is.
     pub fn enqueue(&self, task: &TaskRecord, weight: u32, model: &'static ModelSpec, tried: Vec<usize>, again: bool) {
         let mut slots = self.lock();
+        if !again && slots.sending.contains(&task.task_id) {
+            return;
+        }
+        slots.sending.remove(&task.task_id);
+        if !slots.queued.insert(task.task_id.clone()) {
+            return;
+        }
         let (task_id, deadline_ms) = (task.task_id.clone(), task.deadline_ms);
         let waiter = Waiter::Task { task_id, model, tried, since: Instant::now(), deadline_ms };
         let queue = slots.queues.entry(pool_id(model)).or_default();
@@ -241,7 +260,9 @@ impl Capacity {
     /// Takes a task out of the line (cancelled before it was sent).
     pub fn forget(&self, task_id: &str, model: &'static ModelSpec) {
         let mut slots = self.lock();
-        if let Some(queue) = slots.queues.get_mut(&pool_id(model)) {
+        if slots.queued.remove(task_id)
+            && let Some(queue) = slots.queues.get_mut(&pool_id(model))
+        {
             queue.remove(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id));
         }
     }
@@ -249,7 +270,8 @@ impl Capacity {
     /// Takes out of line the tasks whose deadline has passed while they waited: they end in `timeout`.
     pub fn overdue(&self, now_ms: i64) -> Vec<(String, &'static ModelSpec)> {
         let mut overdue = Vec::new();
-        for queue in self.lock().queues.values_mut() {
+        let mut slots = self.lock();
+        for queue in slots.queues.values_mut() {
             queue.remove(|w| match w {
                 Waiter::Task { task_id, model, deadline_ms, .. } if *deadline_ms <= now_ms => {
                     overdue.push((task_id.clone(), *model));
@@ -257,6 +279,9 @@ impl Capacity {
                 }
                 _ => false,
             });
+        }
+        for (task_id, _) in &overdue {
+            slots.queued.remove(task_id);
         }
         overdue
     }
@@ -272,6 +297,17 @@ impl Capacity {
     }
 
     /// The queued tasks granted a slot since the last call.
+    /// The dispatcher is done with a granted task: sent, ended, or back in line.
+    pub fn sent(&self, task_id: &str) {
+        self.lock().sending.remove(task_id);
+    }
+
+    /// Whether this process has the task in a line or is sending it.
+    pub fn has(&self, task_id: &str) -> bool {
+        let slots = self.lock();
+        slots.sending.contains(task_id) || slots.queued.contains(task_id)
+    }
+
     pub fn take_granted(&self) -> Vec<Grant> {
         std::mem::take(&mut self.lock().granted)
     }
@@ -312,7 +348,10 @@ impl Capacity {
                     }
                     Some(Waiter::Task { task_id, model, tried, since, .. }) => {
                         crate::support::metrics::queue_wait(since.elapsed());
-                        self.lock().granted.push(Grant { task_id, model, key, tried });
+                        let mut slots = self.lock();
+                        slots.queued.remove(&task_id);
+                        slots.sending.insert(task_id.clone());
+                        slots.granted.push(Grant { task_id, model, key, tried });
                     }
                 }
             }
@@ -329,7 +368,7 @@ impl Capacity {
         self.pool(slots, model);
         let mut woke = false;
         loop {
-            let Slots { pools, queues, granted, .. } = &mut *slots;
+            let Slots { pools, queues, granted, sending, queued, .. } = &mut *slots;
             let (Some(pool), Some(queue)) = (pools.get_mut(&id), queues.get_mut(&id)) else { break };
             if !pool.has_free() {
                 break;
@@ -346,6 +385,8 @@ impl Capacity {
                 Waiter::Task { task_id, model, tried, since, .. } => {
                     let Some(key) = pool.take(&tried).or_else(|| pool.take(&[])) else { break };
                     crate::support::metrics::queue_wait(since.elapsed());
+                    queued.remove(&task_id);
+                    sending.insert(task_id.clone());
                     granted.push(Grant { task_id, model, key, tried });
                     woke = true;
                 }

@@ -75,7 +75,7 @@ impl Gateway {
         // Where the store is this process's alone, the accounts' limits are kept here.
         let limits = Limits::new(&settings.limits, store.topology() == Topology::Owned);
         limits.restore(claimed.iter().map(|t| t.account.clone()));
-        let shared = (store.topology() == Topology::Shared).then(|| store.clone());
+        let shared = (store.topology() == Topology::Shared && settings.shared_upstream_slots).then(|| store.clone());
         let capacity = Arc::new(capacity::Capacity::new(upstream.clone(), shared));
         let polled = tasks::dispatch::sort_claimed(&*store, &capacity, claimed).await;
         Ok(Gateway {

@@ -15,6 +15,8 @@ pub struct Settings {
     pub max_task_seconds: u64,
     /// Times a task the upstream failed for its own reasons is sent again.
     pub transient_retries: u32,
+    /// Where replicas share the store, the upstream's slots are counted in it.
+    pub shared_upstream_slots: bool,
     /// Wait before each retry of a failed result copy (milliseconds).
     pub copy_retry_delays_ms: Vec<u64>,
 }

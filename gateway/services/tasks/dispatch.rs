@@ -157,10 +157,11 @@ pub async fn taken(
         )
         .await
         .inspect_err(|_| {
-            // Not recorded: the task ends as interrupted once the store answers. The upstream's job runs on
-            // meanwhile, so its slot is held for about as long.
+            // Not recorded: the task ends as interrupted once the store answers, and nothing will end it here
+            // to give its slot back. The upstream's job runs on meanwhile; should a create go over the cap
+            // for it, the upstream refuses it and the job waits again.
             state.poller.take_over(task_id.clone());
-            state.capacity.give_back_later(model, key, &task_id, Duration::from_secs(model.expected_seconds));
+            state.capacity.give_back(model, key, &task_id);
         })?;
     let Some(forwarded) = forwarded else {
         // Ended while it was sent (a cancel): the upstream's job is not wanted.
@@ -168,7 +169,7 @@ pub async fn taken(
         state.capacity.give_back(model, key, &task_id);
         return Ok(None);
     };
-    state.capacity.hold(&task_id, model, key);
+    state.capacity.hold(&task_id, model, key, forwarded.polled_here);
     if forwarded.polled_here {
         state.poller.schedule(forwarded.task.clone());
     }
@@ -205,6 +206,7 @@ pub async fn run(state: Arc<Gateway>) {
 
 async fn send_granted(state: Arc<Gateway>, grant: Grant) {
     let Grant { task_id, model, key, tried } = grant;
+    let _sent = scopeguard::guard((state.clone(), task_id.clone()), |(state, task_id)| state.capacity.sent(&task_id));
     let sent = match state.store.task(&task_id).await {
         Ok(Some(task)) if task.waits_for_slot() => send_waiting(&state, task, model, key, tried.clone()).await,
         Ok(_) => return state.capacity.give_back(model, key, &task_id),

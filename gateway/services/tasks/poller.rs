@@ -382,6 +382,20 @@ impl Sweeper {
     /// one queued behind others for a slot keeps its place.
     fn track_missing(&mut self, record: &TaskRecord) {
         let Some(slot) = self.tracker.slot_of(&record.task_id) else {
+            // A task waiting for an upstream slot is the line's, not the poller's: this process's line, since
+            // it holds the task's lease. One the line lost (a bug) goes back in it.
+            if record.waits_for_slot() {
+                if let Some(model) = ModelSpec::find(&record.model)
+                    && !self.state.capacity.has(&record.task_id)
+                {
+                    tracing::warn!(
+                        task_id = record.task_id,
+                        "a task waiting for an upstream slot was in no line; it waits again"
+                    );
+                    self.state.capacity.enqueue(record, 1, model, Vec::new(), false);
+                }
+                return;
+            }
             if !record.status.is_terminal() {
                 tracing::debug!(task_id = record.task_id, "a task leased to this process was not polled; polling it");
                 self.track(record, now_ms());

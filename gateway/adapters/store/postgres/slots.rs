@@ -1,5 +1,6 @@
 //! The upstream's running slots, shared by the replicas (`upstream_slots`): a row per task the upstream has
-//! or is being sent, counted while the replica holding it beats. A take is one transaction under an
+//! or is being sent (every such task is stored first, live), counted while the task is live and the replica
+//! holding it beats. A take is one transaction under an
 //! advisory lock per pool, so two replicas never both take a key's last slot.
 
 use super::db_error;
@@ -22,10 +23,14 @@ pub(super) async fn take(
 ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 39))", &[&pool]).await.map_err(db_error)?;
-    // Slots of replicas that stopped beating are free: their tasks are claimed, and taken over, by others.
+    // Slots of replicas that stopped beating are free (their tasks are taken over by others, which adopt the
+    // slots of those the upstream still has), and so are slots of tasks that have ended: a give-back whose
+    // answer was lost (the database stopped as it committed) or that raced an adoption leaves such a row.
     let alive_since = crate::domain::clock::now_ms() - LEASE_MS;
     tx.execute(
-        "DELETE FROM upstream_slots WHERE pool = $1 AND replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2)",
+        "DELETE FROM upstream_slots s WHERE pool = $1 AND (replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2) \
+         OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = split_part(s.holder, '/', 1) \
+         AND t.status IN ('queued', 'running')))",
         &[&pool, &alive_since],
     )
     .await
