@@ -36,9 +36,9 @@ pub struct Config {
     /// Times a task the upstream failed with a transient code (`spec/upstream.yaml`) is sent again, to
     /// another key where there is one, within its deadline; 0 fails it at once.
     pub transient_retries: u32,
-    /// On PostgreSQL, count the upstream's slots in the database, so that the replicas together never send a
-    /// key over its cap; off, each replica counts its own (and the upstream refuses what goes over, which then
-    /// waits again).
+    /// On PostgreSQL, the upstream's slots are counted in the database, so that the replicas together never
+    /// send a key over its cap; off, each replica counts its own (and the upstream refuses what goes over,
+    /// which then waits again).
     pub shared_upstream_slots: bool,
     /// Memory for finished tasks' rendered answers to `GET /v1/tasks/{id}` (bytes); 0 keeps none.
     pub finished_task_cache_bytes: u64,
@@ -145,7 +145,7 @@ impl Default for Config {
             billing: BillingConfig::default(),
             max_task_seconds: 0,
             transient_retries: 2,
-            shared_upstream_slots: false,
+            shared_upstream_slots: true,
             finished_task_cache_bytes: 64 * 1024 * 1024,
             tls: None,
             store: StoreConfig::default(),

@@ -223,6 +223,19 @@ impl Capacity {
         self.hand_on(&mut slots, model);
     }
 
+    /// The task is no longer this process's to poll (it ended, or another process took it over and counts
+    /// its slot): a slot it held here goes to the next in line.
+    pub fn let_go(&self, task_id: &str) {
+        let mut slots = self.lock();
+        let Some((id, key)) = slots.held.remove(task_id) else { return };
+        if let Some(pool) = slots.pools.get_mut(&id) {
+            pool.give_back(key);
+        }
+        if let Some(model) = crate::domain::catalog::MODELS.iter().find(|m| pool_id(m) == id) {
+            self.hand_on(&mut slots, model);
+        }
+    }
+
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
     /// head of them (`again`: one that had its turn and must wait once more). A task already in line, or
     /// being sent but for `again`, stays where it is.

@@ -327,21 +327,32 @@ async fn run_sync(
         None => {
             // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
             let weight = tasks::dispatch::queue_weight(&*state.store, account).await;
-            let line =
+            let mut line =
                 state.capacity.wait(crate::services::capacity::Waiting { name: account, weight }, model, &holder);
-            let turn = tokio::time::timeout(state.upstream.longest_timeout(), line);
-            tokio::select! {
-                turn = turn => match turn {
-                    Ok(Ok(key)) => key,
-                    _ => {
-                        let busy = busy();
-                        tasks::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
-                        return Err(busy.into());
+            // Some(key), or None with whether the client left.
+            let (turn, left) = tokio::select! {
+                turn = tokio::time::timeout(state.upstream.longest_timeout(), &mut line) => {
+                    (turn.ok().and_then(Result::ok), false)
+                }
+                () = &mut gone => (None, true),
+            };
+            match turn {
+                Some(key) => key,
+                None => {
+                    // A slot handed over just as the wait ended goes back.
+                    line.close();
+                    if let Ok(key) = line.try_recv() {
+                        state.capacity.give_back(model, key, &holder);
                     }
-                },
-                () = &mut gone => {
-                    abandon(state, ScopeGuard::into_inner(guard)).await?;
-                    return Err(Problem::new(Code::client_closed_request, "The client closed the connection.").into());
+                    if left {
+                        abandon(state, ScopeGuard::into_inner(guard)).await?;
+                        return Err(
+                            Problem::new(Code::client_closed_request, "The client closed the connection.").into()
+                        );
+                    }
+                    let busy = busy();
+                    tasks::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
+                    return Err(busy.into());
                 }
             }
         }

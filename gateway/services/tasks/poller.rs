@@ -627,6 +627,10 @@ impl Sweeper {
                 Outcome::Ended => {
                     // Given again meanwhile: what the job found may be older than the claim; look once more.
                     let again = self.tracker.get(slot).is_some_and(|t| t.holder == ticket && t.given_again);
+                    if !again && let Some(task) = self.tracker.get(slot) {
+                        // Ended, or polled by another process now (which counts its slot): not held here.
+                        self.state.capacity.let_go(&task.task_id);
+                    }
                     self.tracker.release(slot, ticket, again.then_some(now));
                 }
                 Outcome::Live { running } => {
