@@ -72,7 +72,7 @@ struct Slots {
     pools: HashMap<PoolId, Pool>,
     queues: HashMap<PoolId, FairQueue<Waiter>>,
     /// Tasks the upstream has, by id: the pool and key of the slot each holds.
-    held: HashMap<String, (PoolId, usize)>,
+    held: HashMap<String, (&'static ModelSpec, usize)>,
     granted: Vec<Grant>,
     /// Tasks granted a slot and not yet sent or back in line.
     sending: std::collections::HashSet<String>,
@@ -187,7 +187,7 @@ impl Capacity {
             return;
         }
         if polled_here {
-            self.lock().held.insert(task_id.to_string(), (pool_id(model), key));
+            self.lock().held.insert(task_id.to_string(), (model, key));
         } else {
             self.give_back(model, key, task_id);
         }
@@ -207,7 +207,7 @@ impl Capacity {
         }
         let mut slots = self.lock();
         self.pool(&mut slots, model).hold(key);
-        slots.held.insert(task_id.to_string(), (pool_id(model), key));
+        slots.held.insert(task_id.to_string(), (model, key));
     }
 
     /// The task has ended or left the upstream (it held a slot on `key`): the slot goes to the next in line.
@@ -215,25 +215,16 @@ impl Capacity {
         if self.shared.is_some() {
             return self.give_back(model, key, task_id);
         }
-        let mut slots = self.lock();
-        let Some((id, key)) = slots.held.remove(task_id) else { return };
-        if let Some(pool) = slots.pools.get_mut(&id) {
-            pool.give_back(key);
-        }
-        self.hand_on(&mut slots, model);
+        self.let_go(task_id);
     }
 
     /// The task is no longer this process's to poll (it ended, or another process took it over and counts
     /// its slot): a slot it held here goes to the next in line.
     pub fn let_go(&self, task_id: &str) {
         let mut slots = self.lock();
-        let Some((id, key)) = slots.held.remove(task_id) else { return };
-        if let Some(pool) = slots.pools.get_mut(&id) {
-            pool.give_back(key);
-        }
-        if let Some(model) = crate::domain::catalog::MODELS.iter().find(|m| pool_id(m) == id) {
-            self.hand_on(&mut slots, model);
-        }
+        let Some((model, key)) = slots.held.remove(task_id) else { return };
+        self.pool(&mut slots, model).give_back(key);
+        self.hand_on(&mut slots, model);
     }
 
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
