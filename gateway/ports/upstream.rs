@@ -162,6 +162,9 @@ pub enum UpstreamError {
     /// No base URL or key is configured for the region.
     #[error("no upstream configured for region {0}")]
     NotConfigured(String),
+    /// Every key's slots for the model stayed busy as long as a call may wait for one.
+    #[error("every upstream key is busy with this model")]
+    Busy,
 }
 
 /// What kind of refusal an upstream's error answer is.
@@ -204,7 +207,7 @@ impl UpstreamError {
             UpstreamError::Answered { status, refusal, .. } => {
                 matches!(status, 429 | 500 | 502 | 503 | 504) && *refusal != Refusal::QuotaExhausted
             }
-            UpstreamError::Timeout | UpstreamError::Transport(_) => true,
+            UpstreamError::Timeout | UpstreamError::Transport(_) | UpstreamError::Busy => true,
             // Retrying at once cannot mend a certificate.
             UpstreamError::Tls(_) | UpstreamError::Malformed(_) | UpstreamError::NotConfigured(_) => false,
         }
@@ -220,6 +223,7 @@ impl UpstreamError {
             UpstreamError::Tls(reason) => reason.clone(),
             UpstreamError::Malformed(_) => "the upstream answered something unreadable".into(),
             UpstreamError::NotConfigured(region) => format!("no upstream is configured for region {region}"),
+            UpstreamError::Busy => "every upstream account was busy with this model".into(),
         }
     }
 
@@ -232,6 +236,7 @@ impl UpstreamError {
             UpstreamError::Tls(_) => "UpstreamTlsFailed".into(),
             UpstreamError::Malformed(_) => "UpstreamMalformed".into(),
             UpstreamError::NotConfigured(_) => "UpstreamNotConfigured".into(),
+            UpstreamError::Busy => "UpstreamBusy".into(),
         }
     }
 
@@ -243,6 +248,7 @@ impl UpstreamError {
             "UpstreamTlsFailed" => UpstreamError::Tls(detail.into()),
             "UpstreamMalformed" => UpstreamError::Malformed(detail.into()),
             "UpstreamNotConfigured" => UpstreamError::NotConfigured(region.into()),
+            "UpstreamBusy" => UpstreamError::Busy,
             _ => return None,
         })
     }
@@ -289,6 +295,11 @@ impl UpstreamError {
             UpstreamError::Malformed(_) => {
                 (Code::upstream_error, "The upstream answered something unreadable.".into(), None)
             }
+            UpstreamError::Busy => (
+                Code::upstream_rate_limited,
+                "Every upstream account is busy with this model; retry shortly.".into(),
+                Some(2),
+            ),
             UpstreamError::NotConfigured(region) => (
                 Code::upstream_unavailable,
                 format!(

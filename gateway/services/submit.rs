@@ -13,7 +13,7 @@ use crate::domain::catalog::{EndpointSpec, ModelSpec, SyncResponse, TaskMode};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted, Topology};
-use crate::ports::upstream::{Created, Refusal, UpstreamError};
+use crate::ports::upstream::{Created, UpstreamError};
 use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::errors::ServiceError;
@@ -273,17 +273,6 @@ async fn replay(
     })))
 }
 
-/// The answer to a synchronous call no upstream key had a slot for in time: the upstream's own refusal, so
-/// that a replay of it answers the same.
-fn busy() -> UpstreamError {
-    UpstreamError::Answered {
-        status: 429,
-        code: "Throttling.RateQuota".into(),
-        message: "Every upstream account is busy with this model.".into(),
-        refusal: Refusal::RateLimited,
-    }
-}
-
 fn in_progress() -> Problem {
     Problem::new(
         Code::request_in_progress,
@@ -350,7 +339,7 @@ async fn run_sync(
                             Problem::new(Code::client_closed_request, "The client closed the connection.").into()
                         );
                     }
-                    let busy = busy();
+                    let busy = UpstreamError::Busy;
                     tasks::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
                     return Err(busy.into());
                 }
@@ -373,7 +362,7 @@ async fn run_sync(
             state.capacity.give_back(model, key, &holder);
             Ok(created)
         }
-        tasks::dispatch::Sent::NoKey => Err(busy()),
+        tasks::dispatch::Sent::NoKey => Err(UpstreamError::Busy),
         tasks::dispatch::Sent::Failed(error) => Err(error),
     };
     let Created { results, failed, usage, measured, body, .. } = match answer {
