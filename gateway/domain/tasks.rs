@@ -204,6 +204,13 @@ impl TaskRecord {
             .then_some(attempt.started_ms)
     }
 
+    /// The key (upstream account) that created the upstream task the record names: only that account can
+    /// ask about it. `None` where no attempt recorded it.
+    pub fn upstream_key(&self) -> Option<usize> {
+        let id = self.upstream_task_id.as_deref()?;
+        self.attempts.iter().rev().find(|a| a.upstream_task_id.as_deref() == Some(id)).map(|a| a.key as usize)
+    }
+
     /// The key the task holds a running slot on: its last attempt's, while the upstream has it.
     pub fn slot_key(&self) -> Option<usize> {
         let attempt = self.attempts.last()?;

@@ -1,4 +1,4 @@
-//! The list index: per region, every task's listing facts in creation order, so `GET /tasks` answers with
+//! The list index: per region and account, every task's listing facts in creation order, so `GET /tasks` answers with
 //! a binary search and a page (O(log n + page)) instead of loading every task. Filters on task, model or
 //! status scan only the requested creation window.
 
@@ -39,8 +39,8 @@ impl Filter<'_> {
 
 #[derive(Default)]
 pub struct ListIndex {
-    /// Region -> rows sorted by (created_ms, task_id).
-    regions: HashMap<String, Vec<Row>>,
+    /// (Region, account) -> rows sorted by (created_ms, task_id).
+    regions: HashMap<(String, usize), Vec<Row>>,
     /// One shared copy of each model code.
     models: HashMap<String, Arc<str>>,
 }
@@ -49,7 +49,7 @@ impl ListIndex {
     /// Adds a task, or refreshes its timeline (a cancel).
     pub fn put(&mut self, task: &SimTask) {
         let model = self.models.entry(task.model.clone()).or_insert_with(|| Arc::from(task.model.as_str())).clone();
-        let rows = self.regions.entry(task.region.clone()).or_default();
+        let rows = self.regions.entry((task.region.clone(), task.account)).or_default();
         let key = (task.created_ms, task.task_id.as_str());
         // Tasks arrive in creation order, so the insertion point is almost always the end.
         match rows.binary_search_by(|r| (r.timeline.created_ms, &*r.task_id).cmp(&key)) {
@@ -66,9 +66,10 @@ impl ListIndex {
         }
     }
 
-    /// The number of the region's tasks passing `filter`, and page `page_no` (from 1) of them, newest first.
-    pub fn page(&self, region: &str, filter: &Filter, page_no: u64, page_size: u64) -> (u64, Vec<Row>) {
-        let Some(rows) = self.regions.get(region) else { return (0, Vec::new()) };
+    /// The number of `account`'s tasks in `region` passing `filter`, and page `page_no` (from 1) of them,
+    /// newest first.
+    pub fn page(&self, region: &str, account: usize, filter: &Filter, page_no: u64, page_size: u64) -> (u64, Vec<Row>) {
+        let Some(rows) = self.regions.get(&(region.to_string(), account)) else { return (0, Vec::new()) };
         let lo = rows.partition_point(|r| r.timeline.created_ms < filter.start_ms);
         let hi = rows.partition_point(|r| r.timeline.created_ms <= filter.end_ms).max(lo);
         let window = &rows[lo..hi];
@@ -101,6 +102,7 @@ mod tests {
             request_id: format!("r-{id}"),
             model: model.into(),
             region: "cn-beijing".into(),
+            account: 0,
             created_ms,
             pending_ms: 10,
             running_ms: Some(10),
@@ -126,16 +128,16 @@ mod tests {
         for (i, created) in [5, 1, 3, 2, 4, 9].iter().enumerate() {
             index.put(&task(&format!("t{created}"), *created * 1000, if i % 2 == 0 { "a" } else { "b" }));
         }
-        let (total, page) = index.page("cn-beijing", &filter(2000, 5000), 1, 2);
+        let (total, page) = index.page("cn-beijing", 0, &filter(2000, 5000), 1, 2);
         assert_eq!((total, ids(&page)), (4, vec!["t5", "t4"]));
-        let (_, page) = index.page("cn-beijing", &filter(2000, 5000), 2, 2);
+        let (_, page) = index.page("cn-beijing", 0, &filter(2000, 5000), 2, 2);
         assert_eq!(ids(&page), vec!["t3", "t2"]);
-        let (_, page) = index.page("cn-beijing", &filter(2000, 5000), 3, 2);
+        let (_, page) = index.page("cn-beijing", 0, &filter(2000, 5000), 3, 2);
         assert!(page.is_empty());
         let model = Filter { model: Some("a"), ..filter(0, 10_000) };
-        let (total, page) = index.page("cn-beijing", &model, 1, 10);
+        let (total, page) = index.page("cn-beijing", 0, &model, 1, 10);
         assert_eq!((total, ids(&page)), (3, vec!["t5", "t4", "t3"]));
-        assert_eq!(index.page("ap-southeast-1", &filter(0, 10_000), 1, 10).0, 0);
+        assert_eq!(index.page("ap-southeast-1", 0, &filter(0, 10_000), 1, 10).0, 0);
     }
 
     #[test]
@@ -145,7 +147,7 @@ mod tests {
         index.put(&t);
         t.cancelled_ms = Some(1005);
         index.put(&t);
-        let (total, page) = index.page("cn-beijing", &filter(0, 2000), 1, 10);
+        let (total, page) = index.page("cn-beijing", 0, &filter(0, 2000), 1, 10);
         assert_eq!(total, 1);
         assert_eq!(page[0].timeline.status(1006), "CANCELED");
     }

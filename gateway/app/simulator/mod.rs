@@ -188,7 +188,11 @@ impl Simulator {
     /// The index of the caller's key among `region`'s (each key is one upstream account), else the 401.
     fn account(&self, req: &HttpRequest, region: &str) -> Result<usize, Unauthorized> {
         let key = self.authorize(req, region)?;
-        Ok(self.config.keys.get(region).and_then(|keys| keys.iter().position(|k| *k == key)).unwrap_or_default())
+        Ok(self.account_of(region, &key))
+    }
+
+    fn account_of(&self, region: &str, key: &str) -> usize {
+        self.config.keys.get(region).and_then(|keys| keys.iter().position(|k| k == key)).unwrap_or_default()
     }
 
     /// The caller's key if it is valid in `region`, else the upstream's 401.
@@ -207,15 +211,14 @@ impl Simulator {
         }
     }
 
-    /// The answer refusing a task query or list (bad key, or over the per-key limit), if any.
-    fn query_refusal(&self, req: &HttpRequest, region: &str) -> Option<HttpResponse> {
-        match self.authorize(req, region) {
-            Err(refusal) => Some(refusal.response()),
-            Ok(key) if !self.admit_query(&key) => {
-                Some(error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later."))
-            }
-            Ok(_) => None,
+    /// The caller's account for a task query or list, or why it is refused (bad key, or over the per-key
+    /// limit).
+    fn query_account(&self, req: &HttpRequest, region: &str) -> Result<usize, Refusal> {
+        let key = self.authorize(req, region).map_err(|Unauthorized(why)| Refusal::Key(why))?;
+        if !self.admit_query(&key) {
+            return Err(Refusal::Throttled);
         }
+        Ok(self.account_of(region, &key))
     }
 
     /// Counts a query against the key's per-second limit.
@@ -252,6 +255,23 @@ struct Unauthorized(&'static str);
 impl Unauthorized {
     fn response(&self) -> HttpResponse {
         error(401, "InvalidApiKey", self.0)
+    }
+}
+
+/// Why a task query or list is refused.
+enum Refusal {
+    Key(&'static str),
+    Throttled,
+}
+
+impl Refusal {
+    fn response(&self) -> HttpResponse {
+        match self {
+            Refusal::Key(why) => Unauthorized(why).response(),
+            Refusal::Throttled => {
+                error(429, "Throttling.RateQuota", "Requests rate limit exceeded, please try again later.")
+            }
+        }
     }
 }
 
@@ -329,6 +349,7 @@ async fn create(
         request_id: request_id.clone(),
         model: model.code.to_string(),
         region: region.clone(),
+        account,
         created_ms: now,
         // `sim:slow` stays cancellable for at least two seconds whatever the time scale.
         pending_ms: if hook(&hooks, "slow").is_some() {
@@ -380,11 +401,13 @@ async fn create(
 
 async fn query(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (region, id) = path.into_inner();
-    if let Some(refused) = sim.query_refusal(&req, &region) {
-        return refused;
-    }
+    let account = match sim.query_account(&req, &region) {
+        Ok(account) => account,
+        Err(refusal) => return refusal.response(),
+    };
     let now = now_ms();
-    let task = sim.tasks.get(&id).filter(|t| t.region == region);
+    // Another account's task is as unknown as one never created.
+    let task = sim.tasks.get(&id).filter(|t| t.region == region && t.account == account);
     let Some(task) = task else {
         return answer(StatusCode::OK, json!({"output": {"task_id": id, "task_status": "UNKNOWN"}}));
     };
@@ -566,9 +589,10 @@ fn success(sim: &Simulator, model: &SimModel, task: &SimTask, end_ms: i64) -> (V
 
 async fn cancel(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(String, String)>) -> HttpResponse {
     let (region, id) = path.into_inner();
-    if let Err(refusal) = sim.authorize(&req, &region) {
-        return refusal.response();
-    }
+    let account = match sim.account(&req, &region) {
+        Ok(account) => account,
+        Err(refusal) => return refusal.response(),
+    };
     let refuse = || {
         error(
             400,
@@ -576,7 +600,9 @@ async fn cancel(sim: web::Data<Simulator>, req: HttpRequest, path: web::Path<(St
             "Failed to cancel the task, please confirm if the task is in PENDING status.",
         )
     };
-    let Some(mut task) = sim.tasks.get(&id).filter(|t| t.region == region) else { return refuse() };
+    let Some(mut task) = sim.tasks.get(&id).filter(|t| t.region == region && t.account == account) else {
+        return refuse();
+    };
     let now = now_ms();
     if sim.status(&task, now) != "PENDING" {
         return refuse();
@@ -612,9 +638,10 @@ async fn list(
     query: web::Query<ListQuery>,
 ) -> HttpResponse {
     let region = path.into_inner();
-    if let Some(refused) = sim.query_refusal(&req, &region) {
-        return refused;
-    }
+    let account = match sim.query_account(&req, &region) {
+        Ok(account) => account,
+        Err(refusal) => return refusal.response(),
+    };
     let now = now_ms();
     let end = query.end_time.as_deref().and_then(parse_compact).unwrap_or(now);
     let start = query.start_time.as_deref().and_then(parse_compact).unwrap_or(end - 24 * 3600 * 1000);
@@ -631,7 +658,7 @@ async fn list(
         status: query.status.as_deref(),
         now,
     };
-    let (total, rows) = sim.tasks.index().page(&region, &filter, page_no, page_size);
+    let (total, rows) = sim.tasks.index().page(&region, account, &filter, page_no, page_size);
     let data: Vec<Listed> = rows.iter().map(|row| listed(row, &region, now)).collect();
     let request_id = uuid();
     // Serialized straight from the rows: a page can hold a thousand tasks.

@@ -128,6 +128,7 @@ mod tests {
             request_id: format!("r{id}"),
             model: "m".into(),
             region: "cn-beijing".into(),
+            account: 0,
             created_ms: id as i64,
             pending_ms: 0,
             running_ms: Some(0),

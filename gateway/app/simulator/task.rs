@@ -10,6 +10,10 @@ pub struct SimTask {
     pub request_id: String,
     pub model: String,
     pub region: String,
+    /// The index of the key that created it among its region's: each key is one upstream account, and
+    /// sees only its own tasks.
+    #[serde(default)]
+    pub account: usize,
     pub created_ms: i64,
     /// Milliseconds spent PENDING, then RUNNING; `None` runs forever.
     pub pending_ms: i64,

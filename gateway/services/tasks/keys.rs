@@ -1,5 +1,6 @@
 //! Query pacing: one schedule per upstream key. A region's keys add up their limits, and each query goes
-//! out with the key free soonest, so no key ever asks more than the upstream allows it. Processes sharing a
+//! out with the key free soonest, or with the key that created its task (each key is one upstream account,
+//! which sees only its own tasks), so no key ever asks more than the upstream allows it. Processes sharing a
 //! store share the keys too: each paces a key at its share of the limit
 //! ([`crate::ports::storage::Storage::poll_share`]), and queries nothing while it has none.
 //!
@@ -55,8 +56,9 @@ impl KeyRing {
         ((per_second * RESERVED_AHEAD.as_secs_f64()).ceil() as usize).max(keys)
     }
 
-    /// Reserves the next free moment of the key free soonest and waits for it; returns the key's index.
-    pub async fn acquire(&self) -> usize {
+    /// Reserves the next free moment of key `key` (or, for `None`, of the key free soonest) and waits for
+    /// it; returns the key's index.
+    pub async fn acquire(&self, key: Option<usize>) -> usize {
         loop {
             let Some(period) = self.period.get() else {
                 sleep(NO_SHARE_WAIT).await;
@@ -64,9 +66,12 @@ impl KeyRing {
             };
             let (key, at) = {
                 let mut next_free = self.next_free.borrow_mut();
-                let Some((key, free)) = next_free.iter_mut().enumerate().min_by_key(|(_, free)| **free) else {
-                    return 0;
+                let keys = next_free.len();
+                let chosen = match key {
+                    Some(key) => next_free.get_mut(key % keys).map(|free| (key % keys, free)),
+                    None => next_free.iter_mut().enumerate().min_by_key(|(_, free)| **free),
                 };
+                let Some((key, free)) = chosen else { return 0 };
                 let at = (*free).max(Instant::now());
                 *free = at + period;
                 (key, at)
@@ -92,7 +97,7 @@ mod tests {
         let start = Instant::now();
         let mut keys = Vec::new();
         for _ in 0..6 {
-            keys.push(ring.acquire().await);
+            keys.push(ring.acquire(None).await);
         }
         // Two keys at 10 per second each: six queries take two periods after the first pair.
         assert_eq!(keys.iter().filter(|k| **k == 0).count(), 3);
@@ -110,8 +115,20 @@ mod tests {
         ring.set_share(Some(1));
         let start = Instant::now();
         for _ in 0..3 {
-            ring.acquire().await;
+            ring.acquire(None).await;
         }
         assert!(start.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[actix_web::test]
+    async fn a_query_for_one_accounts_task_waits_for_that_key() {
+        let ring = KeyRing::new("test", 2, &config(10), Some(1));
+        let start = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(ring.acquire(Some(1)).await, 1);
+        }
+        // Key 0 stays free while key 1 is paced.
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert_eq!(ring.acquire(None).await, 0);
     }
 }

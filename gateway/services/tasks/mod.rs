@@ -354,7 +354,7 @@ pub async fn cancel(state: &Gateway, account: &str, task_id: &str) -> Result<Tas
     if let Some(upstream_id) = &task.upstream_task_id {
         let model =
             crate::domain::catalog::ModelSpec::find(&task.model).ok_or_else(|| Problem::internal("unknown model"))?;
-        match state.upstream.cancel(model.region, task.slot_key().unwrap_or_default(), upstream_id).await {
+        match state.upstream.cancel(model.region, task.upstream_key().unwrap_or_default(), upstream_id).await {
             Ok(()) => {}
             Err(UpstreamError::Answered { refusal: Refusal::NotCancellable, .. }) => {
                 return Err(not_cancellable(TaskStatus::Running).into());

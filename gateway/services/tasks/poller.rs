@@ -235,7 +235,8 @@ struct Lane {
     keys: Rc<KeyRing>,
     /// Tasks a list reported ended: their payload decides the outcome, so they go first.
     fetches: VecDeque<(Slot, u64)>,
-    windows: VecDeque<(u64, ListRequest)>,
+    /// Lists to make, each with the key (upstream account) whose tasks it lists.
+    windows: VecDeque<(u64, ListRequest, Option<usize>)>,
     directs: VecDeque<(Slot, u64)>,
     /// Lists and direct queries take turns while both wait: new windows come every sweep, and a lane short
     /// of queries would otherwise never reach a direct query.
@@ -429,7 +430,7 @@ impl Sweeper {
             ("taken by a sweep, never planned", true)
         } else if self.lanes.iter().any(|l| queued(&l.fetches) || queued(&l.directs)) {
             ("a query waiting for a slot", false)
-        } else if self.lanes.iter().any(|l| l.windows.iter().any(|(t, _)| *t == ticket)) {
+        } else if self.lanes.iter().any(|l| l.windows.iter().any(|(t, ..)| *t == ticket)) {
             ("a list waiting for a slot", false)
         } else if self.store_jobs.iter().any(|job| job.ticket() == Some(ticket)) {
             ("a store write waiting for a slot", false)
@@ -457,7 +458,7 @@ impl Sweeper {
     fn learn_upstream(&mut self, slot: Slot, record: &TaskRecord) {
         if let Some(upstream_id) = &record.upstream_task_id {
             let created = UpstreamCreated::Between(record.created_ms, record.updated_ms.max(record.created_ms));
-            self.tracker.set_upstream(slot, Rc::from(upstream_id.as_str()), created);
+            self.tracker.set_upstream(slot, Rc::from(upstream_id.as_str()), record.upstream_key(), created);
         }
     }
 
@@ -488,13 +489,14 @@ impl Sweeper {
 
     /// Takes every task due before the next sweep and plans how to look at it.
     fn sweep(&mut self, now: i64) {
-        let mut due_by_region: HashMap<&'static str, Vec<Due>> = HashMap::new();
+        // Grouped by the account that created them too: an account lists only its own tasks.
+        let mut due_by_lane: HashMap<(&'static str, Option<u16>), Vec<Due>> = HashMap::new();
         let skew = self.config().list_clock_skew_ms as i64;
         for (slot, due) in self.tracker.take_due(now + self.sweep_ms()) {
             crate::support::metrics::poll_lag(now - due);
             let Some(task) = self.tracker.get(slot) else { continue };
-            let (region, created, created_second) =
-                (task.model.region, task.upstream_created, task.created_ms.div_euclid(1000));
+            let (region, key, created, created_second) =
+                (task.model.region, task.key, task.upstream_created, task.created_ms.div_euclid(1000));
             let asked = task.upstream_id.is_some() && self.lanes.iter().any(|l| l.region == region);
             if now >= task.deadline_ms && !asked {
                 let (task, ticket) = (task.task_id.clone(), self.ticket());
@@ -521,20 +523,20 @@ impl Sweeper {
                     UpstreamCreated::At(at) => (at, at),
                 };
                 let due = Due { task: slot, earliest_ms, latest_ms, created_second };
-                due_by_region.entry(region).or_default().push(due);
+                due_by_lane.entry((region, key)).or_default().push(due);
             }
         }
         let page_size = self.config().list_page_size.max(1);
         let shared = self.share.is_some_and(|share| share > 1);
-        for (region, due) in due_by_region {
+        for ((region, key), due) in due_by_lane {
             for plan in sweep::plan(due, self.tracker.created(region), page_size, shared) {
-                self.queue(region, plan, page_size);
+                self.queue(region, key.map(usize::from), plan, page_size);
             }
         }
         self.tracker.prune_created(now);
     }
 
-    fn queue(&mut self, region: &str, plan: Plan, page_size: u64) {
+    fn queue(&mut self, region: &str, key: Option<usize>, plan: Plan, page_size: u64) {
         let ticket = self.ticket();
         match plan {
             Plan::Direct(slot) => {
@@ -551,7 +553,7 @@ impl Sweeper {
                 }
                 let request = ListRequest { start_ms, end_ms, page_no: 1, page_size };
                 if let Some(lane) = self.lane(region) {
-                    lane.windows.push_back((ticket, request));
+                    lane.windows.push_back((ticket, request, key));
                 }
                 self.windows.insert(ticket, tasks);
                 self.window_due.insert(ticket, upstream_ids);
@@ -734,7 +736,7 @@ impl Sweeper {
         if direct {
             return lane.directs.pop_front().map(|(slot, ticket)| Job::Query(slot, ticket));
         }
-        lane.windows.pop_front().map(|(ticket, request)| Job::List(ticket, request))
+        lane.windows.pop_front().map(|(ticket, request, key)| Job::List(ticket, request, key))
     }
 
     fn start(&mut self, lane: usize, job: Job) {
@@ -750,16 +752,18 @@ impl Sweeper {
                     task: task.task_id.clone(),
                     ticket,
                     upstream_id,
+                    key: task.key.map(usize::from),
                     region: task.model.region,
                     media: task.model.media,
                     deadline_ms: task.deadline_ms,
                 };
                 tokio::task::spawn_local(query_task(state, keys, check, reports, permit));
             }
-            Job::List(ticket, request) => {
+            Job::List(ticket, request, key) => {
                 let permit = Permit::take(&lane.busy, &self.wake);
                 let window = Window {
                     region: lane.region.clone(),
+                    key,
                     ticket,
                     request,
                     unseen: self.window_due.remove(&ticket).unwrap_or_default(),
@@ -772,7 +776,7 @@ impl Sweeper {
 
 enum Job {
     Query(Slot, u64),
-    List(u64, ListRequest),
+    List(u64, ListRequest, Option<usize>),
 }
 
 /// One task query to make.
@@ -781,6 +785,8 @@ struct Check {
     task: Id,
     ticket: u64,
     upstream_id: Id,
+    /// The key that created it, if known.
+    key: Option<usize>,
     region: &'static str,
     media: Media,
     deadline_ms: i64,
@@ -789,6 +795,8 @@ struct Check {
 /// One list to page through.
 struct Window {
     region: String,
+    /// The account whose tasks it lists (any key for tasks of no known account).
+    key: Option<usize>,
     ticket: u64,
     request: ListRequest,
     /// Upstream ids of the window's due tasks not reported yet.
@@ -803,7 +811,7 @@ async fn query_task(
     reports: mpsc::UnboundedSender<Report>,
     permit: Permit,
 ) {
-    let key = keys.acquire().await;
+    let key = keys.acquire(check.key).await;
     crate::support::metrics::upstream_call("query");
     let observed = state.upstream.query(check.region, key, &check.upstream_id, check.media).await;
     // The query slot is free again while the outcome is written.
@@ -909,7 +917,7 @@ async fn list_window(
 ) {
     let ticket = window.ticket;
     loop {
-        let key = keys.acquire().await;
+        let key = keys.acquire(window.key).await;
         crate::support::metrics::upstream_call("list");
         let page = match state.upstream.list(&window.region, key, &window.request).await {
             Ok(page) => page,

@@ -33,6 +33,9 @@ pub enum UpstreamCreated {
 pub struct Tracked {
     pub task_id: Id,
     pub upstream_id: Option<Id>,
+    /// The key (upstream account) that created it: queries and lists about it go with that key. `None`
+    /// when unknown (any key will do).
+    pub key: Option<u16>,
     pub model: &'static ModelSpec,
     /// The gateway's creation time (epoch ms): the task's age.
     pub created_ms: i64,
@@ -58,6 +61,7 @@ impl Tracked {
         Tracked {
             task_id,
             upstream_id: None,
+            key: None,
             model,
             created_ms,
             upstream_created: UpstreamCreated::Between(created_ms, created_ms),
@@ -127,10 +131,11 @@ impl Tracker {
     }
 
     /// Records the upstream id (and creation bounds) of a task submitted after it was first tracked.
-    pub fn set_upstream(&mut self, slot: Slot, upstream_id: Id, upstream_created: UpstreamCreated) {
+    pub fn set_upstream(&mut self, slot: Slot, upstream_id: Id, key: Option<usize>, upstream_created: UpstreamCreated) {
         let Some(task) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         self.by_upstream.insert(upstream_id.clone(), slot);
         task.upstream_id = Some(upstream_id);
+        task.key = key.and_then(|key| u16::try_from(key).ok());
         task.upstream_created = upstream_created;
     }
 
