@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use mediagate::app::config::Config;
+use mediagate::edges::schemas;
 use std::fmt::Display;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -75,12 +76,30 @@ enum Command {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
-    /// Write every operation schema, every model schema and openapi.json for client teams.
+    /// The published contract for client teams: write it (`--out DIR`), lock it, or diff two releases.
+    #[command(args_conflicts_with_subcommands = true)]
     Schemas {
-        /// The directory to write them into (created if missing).
+        /// Write every operation schema, every model schema and openapi.json into this directory (created if
+        /// missing).
         #[arg(long)]
-        out: PathBuf,
+        out: Option<PathBuf>,
+        #[command(subcommand)]
+        action: Option<SchemasCommand>,
     },
+}
+
+#[derive(Subcommand)]
+enum SchemasCommand {
+    /// Write SPEC/published.lock.json, the contract the build holds the spec to; refused while a breaking
+    /// change is not recorded in SPEC/compatibility.yaml.
+    Lock {
+        /// The spec directory.
+        #[arg(long, default_value = "spec")]
+        spec: PathBuf,
+    },
+    /// Print the breaking and the compatible changes from OLD to NEW (an OpenAPI file, a directory holding
+    /// openapi.json or published.lock.json, or a running gateway's URL); exit 1 if any is breaking.
+    Diff { old: String, new: String },
 }
 
 #[derive(Args)]
@@ -303,9 +322,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             print(format!("{applied} migration(s) applied; the schema is current"))
         }
-        Command::Schemas { out } => {
-            let written = write_schemas(&out).map_err(|e| e.to_string())?;
+        Command::Schemas { out: Some(out), .. } => {
+            let written = schemas::write(&out).map_err(|e| e.to_string())?;
             print(format_args!("Wrote {written} files to {}: operations/, models/ and openapi.json.", out.display()))
+        }
+        Command::Schemas { action: Some(SchemasCommand::Lock { spec }), .. } => print(schemas::lock(&spec)?),
+        Command::Schemas { action: Some(SchemasCommand::Diff { old, new }), .. } => {
+            let (said, breaking) = schemas::diff(&old, &new)?;
+            print(said)?;
+            if breaking {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Schemas { out: None, action: None } => {
+            Err("say what to do: `schemas --out DIR`, `schemas lock` or `schemas diff OLD NEW`.".into())
         }
     }
 }
@@ -417,26 +448,6 @@ fn init_logging(command: &Command) {
         .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
-}
-
-/// Writes every published schema and the OpenAPI document under `dir`.
-/// Writes every published schema and openapi.json under `dir`; how many files.
-fn write_schemas(dir: &std::path::Path) -> std::io::Result<usize> {
-    use mediagate::domain::catalog;
-    let write = |path: std::path::PathBuf, text: &str| -> std::io::Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, text)
-    };
-    for op in catalog::OPERATIONS {
-        write(dir.join("operations").join(format!("{}.json", op.name)), op.published_schema)?;
-    }
-    for model in catalog::MODELS {
-        write(dir.join("models").join(format!("{}.json", model.id)), model.published_schema)?;
-    }
-    write(dir.join("openapi.json"), catalog::OPENAPI_JSON)?;
-    Ok(catalog::OPERATIONS.len() + catalog::MODELS.len() + 1)
 }
 
 #[cfg(test)]

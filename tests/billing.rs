@@ -355,3 +355,89 @@ fn acknowledged_charges_and_top_ups_survive_a_sigkill() {
     assert_eq!(std::str::from_utf8(&usage.bytes).unwrap().lines().count(), 5);
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
 }
+
+#[test]
+fn a_quote_prices_a_job_as_its_submission_would_and_runs_stores_and_holds_nothing() {
+    let demo = Demo::start();
+    let key = demo.account("quoted", 50_000_000, 100_000, 0);
+    let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "size": "1280*720", "duration": 5});
+    let before = demo.funds("quoted");
+
+    let quote = demo.post_as(&key, "/v1/quotes", &json!({"endpoint": "/v1/videos/generations", "request": body}));
+    assert_eq!(quote.status, 200, "{}", quote.json);
+    let amount = quote.json["amount"].as_i64().unwrap();
+    assert!(amount > 100_000, "{}", quote.json);
+    assert_eq!(quote.json["units"], json!({"seconds": 5.0, "resolution": "720P", "audio": true}));
+    assert_eq!(
+        quote.json["funding"],
+        json!([{"pot": "free_trial", "amount": 100_000}, {"pot": "balance", "amount": amount - 100_000}])
+    );
+    assert_eq!((quote.json["fundable"].as_bool(), quote.json["short_by"].as_i64()), (Some(true), Some(0)));
+    assert_eq!(quote.json["free_trial_only"], false);
+    // The endpoint may be left out: the model's own is used.
+    let again = demo.post_as(&key, "/v1/quotes", &json!({"request": body}));
+    assert_eq!(again.json["amount"], amount);
+    assert_eq!(again.json["endpoint"], "/v1/videos/generations");
+    // Nothing stored, held or sent.
+    assert_eq!(demo.funds("quoted"), before);
+    assert_eq!(demo.get_as(&key, "/v1/tasks").json["data"], json!([]));
+
+    // It validates as a submission does, with the same error.
+    let bad = json!({"model": "alpha2.6-t2v_t2v", "prompt": "a fox", "duration": 99});
+    let refused = demo.post_as(&key, "/v1/quotes", &json!({"request": bad}));
+    let submitted = demo.post_as(&key, "/v1/videos/generations", &bad);
+    assert_eq!((refused.status, submitted.status), (400, 400));
+    assert_eq!(refused.json["error"]["code"], submitted.json["error"]["code"]);
+    assert_eq!(
+        (refused.param(), refused.json["error"]["message"].clone()),
+        ("duration", submitted.json["error"]["message"].clone())
+    );
+    let image = json!({"model": "beta-image-plus", "prompt": "a fox"});
+    let wrong_route =
+        demo.post_as(&key, "/v1/quotes", &json!({"endpoint": "/v1/videos/generations", "request": image}));
+    let submitted = demo.post_as(&key, "/v1/videos/generations", &image);
+    assert_eq!(submitted_error(&wrong_route.json), submitted_error(&submitted.json));
+    let unknown = demo.post_as(&key, "/v1/quotes", &json!({"endpoint": "/v1/nowhere", "request": body}));
+    assert_eq!((unknown.status, unknown.param()), (400, "endpoint"));
+    assert!(unknown.json["error"]["message"].as_str().unwrap().contains("/v1/videos/generations"));
+    let missing = demo.post_as(&key, "/v1/quotes", &json!({"body": body}));
+    assert_eq!((missing.status, missing.param()), (400, "request"));
+
+    // `?dry_run=true` on a submit route is refused by name, never run.
+    let dry = demo.post_as(&key, "/v1/videos/generations?dry_run=true", &body);
+    assert_eq!((dry.status, dry.param()), (400, "dry_run"), "{}", dry.json);
+    assert!(dry.json["error"]["message"].as_str().unwrap().contains("/v1/quotes"));
+    assert_eq!(demo.post_as(&key, "/v1/images/generations?verbose=1", &image).param(), "verbose");
+    assert_eq!(demo.funds("quoted"), before);
+    assert_eq!(demo.get_as(&key, "/v1/tasks").json["data"], json!([]));
+
+    // The acceptance and the task carry the quoted amount; the settlement charges it for a job as asked.
+    let accepted = demo.post_as(&key, "/v1/videos/generations", &body);
+    assert_eq!(accepted.json["quote"]["amount"], amount, "{}", accepted.json);
+    let task = demo.wait_terminal_as(&key, accepted.json["task_id"].as_str().unwrap(), WAIT);
+    assert_eq!(task["status"], "success", "{task}");
+    assert_eq!(task["quote"]["amount"], amount);
+    assert_eq!(task["settlement"]["charged"], amount);
+
+    // An account that cannot pay is told so, and by how much; a trial-only model names only the trial.
+    let poor = demo.account("poorer", 1_000, 0, 0);
+    let short = demo.post_as(&poor, "/v1/quotes", &json!({"request": body}));
+    assert_eq!(
+        (short.json["fundable"].as_bool(), short.json["short_by"].as_i64()),
+        (Some(false), Some(amount - 1_000))
+    );
+    assert_eq!(short.json["funding"], json!([{"pot": "balance", "amount": 1_000}]));
+    let (_, trial_body) =
+        common::examples().into_iter().find(|(_, b)| b["model"] == "alphax-poster-generation-v1_poster").unwrap();
+    let trial = demo.post_as(&key, "/v1/quotes", &json!({"request": trial_body}));
+    assert_eq!(trial.status, 200, "{}", trial.json);
+    assert_eq!(trial.json["free_trial_only"], true);
+    assert!(trial.json["funding"].as_array().unwrap().iter().all(|f| f["pot"] == "free_trial"), "{}", trial.json);
+}
+
+/// An error envelope less its request id, to compare two answers' errors.
+fn submitted_error(answer: &Value) -> serde_json::Map<String, Value> {
+    let mut error = answer["error"].as_object().unwrap().clone();
+    error.remove("request_id");
+    error
+}

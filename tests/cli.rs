@@ -194,3 +194,50 @@ fn commands_that_print_nothing_else_say_what_they_did() {
     assert!(usage.stdout.is_empty(), "{}", String::from_utf8_lossy(&usage.stdout));
     assert!(String::from_utf8_lossy(&usage.stderr).contains("No usage lines"));
 }
+
+/// A client team compares two releases: a written set against a running gateway (no change), and a set
+/// whose contract was narrowed since (breaking, exit 1, named); the lock command on a spec copy.
+#[test]
+fn schemas_diff_names_each_change_and_fails_on_a_breaking_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old"), dir.path().join("new"));
+    for out in [&old, &new] {
+        assert!(mediagate(&["schemas", "--out", out.to_str().unwrap()]).status().unwrap().success());
+    }
+    let demo = Demo::start();
+    let same = mediagate(&["schemas", "diff", old.to_str().unwrap(), &demo.base]).output().unwrap();
+    let said = String::from_utf8_lossy(&same.stdout);
+    assert!(same.status.success() && said.contains("0 breaking, 0 compatible."), "{said}");
+
+    // The newer release dropped a model and narrowed a field, and added a field to the task.
+    let openapi = new.join("openapi.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&openapi).unwrap()).unwrap();
+    let schemas = doc["components"]["schemas"].as_object_mut().unwrap();
+    schemas["alpha2.6-i2v_i2v"]["properties"]["duration"]["maximum"] = json!(10);
+    schemas["Task"]["properties"]["extra"] = json!({"type": "string"});
+    let refs =
+        doc["paths"]["/v1/images/edits"]["post"]["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
+            .as_array_mut()
+            .unwrap();
+    refs.retain(|r| r["$ref"] != "#/components/schemas/alphax-style-repaint-v1_style_repaint");
+    std::fs::write(&openapi, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let changed = mediagate(&["schemas", "diff", old.to_str().unwrap(), openapi.to_str().unwrap()]).output().unwrap();
+    let said = String::from_utf8_lossy(&changed.stdout);
+    assert_eq!(changed.status.code(), Some(1), "{said}");
+    for line in [
+        "Breaking (2):",
+        "  alpha2.6-i2v_i2v: duration: maximum narrowed from 15 to 10",
+        "  alphax-style-repaint-v1_style_repaint: model removed",
+        "Compatible (1):",
+        "  Task: extra: field added",
+        "2 breaking, 1 compatible.",
+    ] {
+        assert!(said.lines().any(|l| l == line), "no `{line}` in:\n{said}");
+    }
+    let nowhere = mediagate(&["schemas", "diff", dir.path().to_str().unwrap(), &demo.base]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&nowhere.stderr);
+    assert!(
+        !nowhere.status.success() && stderr.contains("holds neither openapi.json nor published.lock.json"),
+        "{stderr}"
+    );
+}

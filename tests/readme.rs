@@ -56,6 +56,7 @@ fn the_quickstart_block_runs_against_the_demo_and_the_deployment_block_beside_it
     let quickstart = block("KEY=$(cat mediagate-demo/demo-api-key)").replace("127.0.0.1:8080", &demo_at);
     let printed = run(&quickstart, dir.path());
     assert!(printed.contains("\"status\":\"success\""), "{printed}");
+    assert!(printed.contains("\"fundable\":true"), "the quote: {printed}");
     let video = std::fs::read(dir.path().join("fox.mp4")).unwrap();
     assert!(video.len() > 8 && &video[4..8] == b"ftyp", "fox.mp4 is no MP4: {} bytes", video.len());
 

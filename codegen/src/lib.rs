@@ -3,7 +3,9 @@
 //!
 //! `build.rs` calls [`emit`]; everything else is reachable for snapshot tests and tools.
 
+pub mod compat;
 pub mod load;
+pub mod lock;
 pub mod openapi;
 pub mod rust;
 pub mod schema;
@@ -43,8 +45,8 @@ pub fn artifacts(spec: &Spec) -> Vec<Artifact> {
     out
 }
 
-/// Loads `spec_dir`, checks it and writes every artifact under `out_dir`. Returns the spec files read.
-pub fn emit(spec_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+/// Loads `spec_dir`, checks it and writes every artifact under `out_dir`. Returns the spec it read.
+pub fn emit(spec_dir: &Path, out_dir: &Path) -> Result<Spec, Box<dyn std::error::Error>> {
     let spec = Spec::load(spec_dir)?;
     for artifact in artifacts(&spec) {
         let path = out_dir.join(&artifact.path);
@@ -56,5 +58,5 @@ pub fn emit(spec_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>, Box<dyn std
             std::fs::write(&path, &artifact.contents)?;
         }
     }
-    Ok(spec.files)
+    Ok(spec)
 }

@@ -47,6 +47,18 @@ pub fn openapi(spec: &Spec) -> Value {
             }}),
         );
     }
+    paths.insert("/v1/quotes".into(), json!({"post": {
+        "operationId": "create_quote",
+        "summary": "What a job would cost the caller's account, checked exactly as its submission would be (the same errors); nothing is run, stored or held.",
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["request"], "additionalProperties": false,
+            "properties": {
+                "endpoint": {"type": "string", "description": "The submit route the job would go to; the model's own when left out."},
+                "request": {"type": "object", "description": "The body the job would be submitted with."},
+            },
+        }}}},
+        "responses": {"200": {"description": "The quote.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Quote"}}}}, "default": error_response()},
+    }}));
     paths.insert("/v1/tasks".into(), json!({"get": {
         "operationId": "list_tasks", "summary": "List the caller's tasks, newest first, a page at a time.",
         "parameters": [
@@ -110,7 +122,11 @@ pub fn openapi(spec: &Spec) -> Value {
     paths.insert("/v1/models/{model}/schema".into(), json!({"get": {
         "operationId": "get_model_schema", "summary": "JSON Schema (draft 2020-12) of a request to this model.",
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
-        "responses": {"200": {"description": "The schema.", "content": {"application/schema+json": {}}}, "default": error_response()},
+        "responses": {
+            "200": {"description": "The schema; its `ETag` is its `x-schema-version`.", "content": {"application/schema+json": {}}},
+            "304": {"description": "`If-None-Match` named the current version: the schema has not changed."},
+            "default": error_response(),
+        },
     }}));
     paths.extend(admin_webhook_paths());
     json!({
@@ -226,6 +242,30 @@ fn response_schemas() -> Map<String, Value> {
             "ahead_of_you_seconds_estimate": {"type": "integer", "minimum": 0, "description": "Roughly how long until it is sent, from the model's typical run time and the slots there are."},
         },
     }));
+    let units = json!({"type": "object", "description": "What the price is for; only the units that apply.", "properties": {
+        "seconds": {"type": "number"}, "resolution": {"type": "string"}, "audio": {"type": "boolean"},
+        "images": {"type": "integer"}, "calls": {"type": "integer"},
+        "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
+    m.insert("QuotedPrice".into(), json!({
+        "type": "object", "required": ["amount", "units"],
+        "description": "The list price the task was quoted at submission, and held: the most its settlement charges.",
+        "properties": {"amount": {"type": "integer", "description": "Micro-units (1e-6 of the currency)."}, "units": units},
+    }));
+    m.insert("Quote".into(), json!({
+        "type": "object", "required": ["model", "endpoint", "amount", "units", "free_trial_only", "funding", "fundable", "short_by"],
+        "description": "What a job would cost the caller's account now; nothing was run, stored or held.",
+        "properties": {
+            "model": {"type": "string"}, "endpoint": {"type": "string", "description": "The submit route it was checked for."},
+            "amount": {"type": "integer", "description": "The list price in micro-units: held at submission, the most a settlement charges."},
+            "units": units,
+            "free_trial_only": {"type": "boolean", "description": "Only the free-trial grant may pay for this model."},
+            "funding": {"type": "array", "description": "The pots that would pay, in funding order.", "items": {
+                "type": "object", "required": ["pot", "amount"],
+                "properties": {"pot": {"enum": ["free_trial", "plan", "balance"]}, "amount": {"type": "integer"}}}},
+            "fundable": {"type": "boolean", "description": "Whether the account can pay it now (what tasks in flight hold set aside)."},
+            "short_by": {"type": "integer", "description": "What the pots cannot cover, in micro-units; 0 when fundable."},
+        },
+    }));
     m.insert("TaskList".into(), json!({
         "type": "object", "required": ["data", "has_more", "last_id"],
         "properties": {
@@ -240,6 +280,7 @@ fn response_schemas() -> Map<String, Value> {
             "task_id": {"type": "string"}, "request_id": {"type": "string"}, "status": status,
             "message": {"type": "string"}, "created_at": {"type": "string", "description": "Local time, YYYY-MM-DD HH:MM:SS."},
             "queue": {"$ref": "#/components/schemas/QueuePlace"},
+            "quote": {"$ref": "#/components/schemas/QuotedPrice"},
         },
     }));
     m.insert(
@@ -264,6 +305,7 @@ fn response_schemas() -> Map<String, Value> {
                     "status": {"enum": ["pending", "mirrored", "failed"]},
                     "error": {"type": "string", "description": "Why the copy failed (the results keep the upstream's URLs)."}}},
                 "usage": {"type": "object"},
+                "quote": {"$ref": "#/components/schemas/QuotedPrice"},
                 "settlement": {"type": "object"},
                 "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
                 "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},
@@ -289,6 +331,7 @@ fn response_schemas() -> Map<String, Value> {
             "id": {"type": "string"}, "object": {"const": "model"}, "type": {"enum": ["video", "image"]},
             "operation": {"type": "string"}, "endpoint": {"type": "string"}, "task_mode": {"enum": ["sync", "async"]},
             "owned_by": {"type": "string"}, "free_trial_only": {"type": "boolean"}, "limits": {"type": "object"},
+            "schema_version": {"type": "string", "description": "The request schema's `x-schema-version` (a hash of its content): it changes whenever the schema does."},
         },
     }));
     m.insert("ModelList".into(), json!({

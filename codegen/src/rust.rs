@@ -373,6 +373,8 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
     let limits = crate::tables::limits_json(m);
     let canonical = format!("/schemas/canonical/models/{id}.json");
     let published = format!("/schemas/published/models/{id}.json");
+    let published_schema = crate::schema::model_schema(spec, m, crate::schema::Flavor::Published);
+    let version = published_schema["x-schema-version"].as_str().unwrap_or_default().to_string();
     quote! {
         ModelSpec {
             id: #id, model_code: #code, operation: OperationId::#op, media: #media, task_mode: #mode,
@@ -386,6 +388,7 @@ fn model_spec(spec: &Spec, m: &Model) -> TokenStream {
             limits_json: #limits,
             canonical_schema: include_str!(concat!(env!("OUT_DIR"), #canonical)),
             published_schema: include_str!(concat!(env!("OUT_DIR"), #published)),
+            schema_version: #version,
         }
     }
 }

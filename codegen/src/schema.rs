@@ -49,7 +49,19 @@ pub fn model_schema(spec: &Spec, model: &Model, flavor: Flavor) -> Value {
     schema.insert("$schema".into(), DRAFT.into());
     schema.insert("title".into(), format!("{} request", model.id.value).into());
     schema.insert("description".into(), model.summary.clone().into());
+    if flavor == Flavor::Published {
+        let version = schema_version(&Value::Object(schema.clone()));
+        schema.insert("x-schema-version".into(), version.into());
+    }
     Value::Object(schema)
+}
+
+/// A published schema's version: the first 16 hex digits of the SHA-256 of its JSON (without the version),
+/// so a client can tell that a model's contract changed (also the `ETag` of `/v1/models/{id}/schema`).
+pub fn schema_version(schema: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(schema.to_string());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn object_schema(op: &Operation, limits: &BTreeMap<String, Limit>, flavor: Flavor) -> Map<String, Value> {

@@ -2,7 +2,7 @@
 //! build-failing checks).
 #![allow(clippy::unwrap_used)]
 
-use mediagate_codegen::{Spec, artifacts};
+use mediagate_codegen::{Spec, artifacts, lock};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -161,4 +161,135 @@ fn an_upstream_that_spells_its_headers_and_root_differently_is_a_spec_edit() {
     fs::write(tmp.path().join("upstream.yaml"), upstream.replace("api_root: /api/v1", "api_root: api/v1/")).unwrap();
     let errors = load_errors(tmp.path());
     assert!(errors.contains("`api_root` must start with `/`"), "{errors}");
+}
+
+/// Replaces the first `from` after model `model`'s record starts in `file` of a spec copy with `to`.
+fn edit_record(dir: &Path, file: &str, model: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = fs::read_to_string(&path).unwrap();
+    let start = text.find(&format!("- id: {model}\n")).unwrap();
+    let at = start + text[start..].find(from).unwrap_or_else(|| panic!("{from} not in {model}"));
+    fs::write(&path, format!("{}{to}{}", &text[..at], &text[at + from.len()..])).unwrap();
+}
+
+fn edit(dir: &Path, file: &str, from: &str, to: &str) {
+    let path = dir.join(file);
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{from} not in {file}");
+    fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
+fn verdict(dir: &Path) -> lock::Verdict {
+    lock::check(dir, &Spec::load(dir).unwrap()).unwrap()
+}
+
+#[test]
+fn the_lock_holds_what_the_spec_publishes() {
+    let verdict = verdict(&spec_dir());
+    assert!(
+        verdict.current(),
+        "spec/published.lock.json is stale: run `cargo run -- schemas lock`.\n{}{:?}",
+        verdict.report(),
+        verdict.compatible.iter().map(ToString::to_string).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn each_breaking_spec_edit_fails_saying_where_what_and_for_which_model() {
+    let i2v = "alpha2.6-i2v_i2v";
+    let video = "models/video.yaml";
+    type Edit = Box<dyn Fn(&Path)>;
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(move |d| edit_record(d, video, i2v, r#""maximum": 15"#, r#""maximum": 10"#)),
+            "spec/models/video.yaml:169: breaking change to the published contract: alpha2.6-i2v_i2v: duration: maximum narrowed from 15 to 10",
+        ),
+        (
+            Box::new(move |d| edit_record(d, video, i2v, r#""default": 5}"#, r#""default": 10}"#)),
+            "spec/models/video.yaml:169: breaking change to the published contract: alpha2.6-i2v_i2v: duration: default changed from 5 to 10",
+        ),
+        (
+            Box::new(move |d| edit_record(d, video, i2v, r#", "1080p"], "default""#, r#"], "default""#)),
+            "spec/models/video.yaml:170: breaking change to the published contract: alpha2.6-i2v_i2v: resolution: no longer accepts \"1080p\"",
+        ),
+        (
+            Box::new(|d| {
+                edit(d, "operations/i2v.yaml", "  prompt_extend: {type: boolean,", "  prompt_extend: {type: string,")
+            }),
+            "spec/operations/i2v.yaml:28: breaking change to the published contract: alpha2.6-i2v_i2v: prompt_extend: type narrowed from boolean to string",
+        ),
+        (
+            Box::new(|d| {
+                edit(d, "operations/i2v.yaml", "  prompt: {type: string,", "  prompt: {type: string, required: true,")
+            }),
+            "spec/operations/i2v.yaml:13: breaking change to the published contract: alpha2.6-i2v_i2v: prompt: now required",
+        ),
+        (
+            Box::new(|d| edit(d, "operations/i2v.yaml", "    aliases: [img_url]\n", "")),
+            "breaking change to the published contract: alpha2.6-i2v_i2v: img_url: alias removed",
+        ),
+        (
+            Box::new(|d| {
+                edit(
+                    d,
+                    "operations/i2v.yaml",
+                    "  seed: {type: integer, description: Random seed for reproducible output., minimum: 0, maximum: 2147483647, upstream: {to: parameters}}\n",
+                    "",
+                )
+            }),
+            "breaking change to the published contract: alpha2.6-i2v_i2v: seed: field removed",
+        ),
+        (
+            Box::new(|d| {
+                edit(
+                    d,
+                    "models/image.yaml",
+                    "- id: alphax-style-repaint-v1_style_repaint\n",
+                    "- id: alphax-style-repaint-v2_style_repaint\n",
+                )
+            }),
+            "spec/: breaking change to the published contract: alphax-style-repaint-v1_style_repaint: model removed",
+        ),
+    ];
+    for (make, expected) in cases {
+        let dir = copy_spec();
+        make(dir.path());
+        let verdict = verdict(dir.path());
+        let report =
+            verdict.report().replace(&format!("{}/", dir.path().file_name().unwrap().to_string_lossy()), "spec/");
+        assert!(report.lines().any(|line| line.ends_with(expected)), "expected `{expected}` in:\n{report}");
+        // A build never writes over it: the lock command refuses too.
+        assert!(lock::write(dir.path(), &Spec::load(dir.path()).unwrap()).is_err());
+    }
+}
+
+#[test]
+fn a_recorded_break_and_a_compatible_change_pass_and_the_lock_command_catches_up() {
+    let dir = copy_spec();
+    edit_record(dir.path(), "models/video.yaml", "alpha2.6-i2v_i2v", r#""minimum": 2"#, r#""minimum": 1"#);
+    let widened = verdict(dir.path());
+    assert!(widened.breaking.is_empty(), "{}", widened.report());
+    let said: Vec<String> = widened.compatible.iter().map(ToString::to_string).collect();
+    assert!(said.contains(&"alpha2.6-i2v_i2v: duration: minimum widened from 2 to 1".to_string()), "{said:?}");
+    assert!(!widened.current());
+    lock::write(dir.path(), &Spec::load(dir.path()).unwrap()).unwrap();
+    assert!(verdict(dir.path()).current());
+
+    edit_record(dir.path(), "models/video.yaml", "alpha2.6-i2v_i2v", r#""maximum": 15"#, r#""maximum": 10"#);
+    assert_eq!(verdict(dir.path()).breaking.len(), 1);
+    let record = |date: &str| {
+        let entry = format!(
+            "intended_breaks:\n  - subject: alpha2.6-i2v_i2v\n    change: \"duration: maximum narrowed from 15 to 10\"\n    date: {date}\n    reason: the upstream stopped taking longer jobs\n"
+        );
+        fs::write(dir.path().join(lock::INTENDED_FILE), entry).unwrap();
+    };
+    record("2026-11-27");
+    let recorded = verdict(dir.path());
+    assert!(recorded.breaking.is_empty(), "{}", recorded.report());
+    assert_eq!(recorded.intended.len(), 1);
+    lock::write(dir.path(), &Spec::load(dir.path()).unwrap()).unwrap();
+    assert!(verdict(dir.path()).current());
+    record("someday");
+    let refused = lock::check(dir.path(), &Spec::load(dir.path()).unwrap()).unwrap_err();
+    assert!(refused.contains("YYYY-MM-DD"), "{refused}");
 }

@@ -3,4 +3,5 @@
 pub mod cli;
 pub mod console;
 pub mod http;
+pub mod schemas;
 pub mod web;

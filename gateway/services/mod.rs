@@ -10,6 +10,7 @@ pub mod errors;
 pub mod limits;
 pub mod models;
 pub mod operators;
+pub mod quotes;
 pub mod settings;
 pub mod submit;
 pub mod tasks;

@@ -28,6 +28,7 @@ pub fn describe(model: &ModelSpec) -> Value {
         "region": model.region,
         "summary": model.summary,
         "free_trial_only": model.free_trial_only,
+        "schema_version": model.schema_version,
         "billing_basis": billing,
         "limits": limits,
     })

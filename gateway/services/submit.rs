@@ -154,17 +154,6 @@ async fn run(
 }
 
 /// Checks an `Idempotency-Key` as a client sent it: 1-255 visible ASCII characters.
-/// What a request would be charged at its list price, and its units, checked as a submission is but
-/// neither funded nor forwarded: the playground shows it before Submit.
-pub fn quote(state: &Gateway, body: Value) -> Result<(i64, pricing::Units), Problem> {
-    let model = body["model"]
-        .as_str()
-        .ok_or_else(|| Problem::new(Code::missing_model, "`model` is required.").with_param("model"))?;
-    let endpoint = state.registry.enabled(model)?.endpoint();
-    let admitted = admit(&state.registry, endpoint, body)?;
-    Ok(pricing::quote(admitted.model, &admitted.body))
-}
-
 pub fn idempotency_key(key: &[u8]) -> Result<&str, Problem> {
     std::str::from_utf8(key)
         .ok()
@@ -176,7 +165,11 @@ pub fn idempotency_key(key: &[u8]) -> Result<&str, Problem> {
 
 /// The submission's `callback_url`, once it is known to be a URL deliveries may go to and the account can
 /// sign them.
-async fn callback_url(state: &Gateway, account: &str, admitted: &Admitted) -> Result<Option<String>, ServiceError> {
+pub(crate) async fn callback_url(
+    state: &Gateway,
+    account: &str,
+    admitted: &Admitted,
+) -> Result<Option<String>, ServiceError> {
     let Some(Value::String(url)) = admitted.body.get("callback_url") else { return Ok(None) };
     let refused = |message: String| Problem::invalid_parameter("callback_url", message);
     crate::services::deliveries::callbacks::check(url, state.settings.webhooks.allow_private_callbacks)

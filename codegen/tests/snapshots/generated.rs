@@ -4531,6 +4531,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/beta-image-2.0-pro_t2i.json")
         ),
+        schema_version: "3e285c917e1412b4",
     },
     ModelSpec {
         id: "alphax-poster-generation-v1_poster",
@@ -4568,6 +4569,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-poster-generation-v1_poster.json")
         ),
+        schema_version: "a3378fa832b44c3d",
     },
     ModelSpec {
         id: "beta-image-plus",
@@ -4600,6 +4602,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/beta-image-plus.json")
         ),
+        schema_version: "df819b462adb39b2",
     },
     ModelSpec {
         id: "alpha2.6-t2i",
@@ -4642,6 +4645,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/alpha2.6-t2i.json")
         ),
+        schema_version: "cbfd3f5aa0da5d96",
     },
     ModelSpec {
         id: "beta-image-2.0-pro_i2i",
@@ -4686,6 +4690,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/beta-image-2.0-pro_i2i.json")
         ),
+        schema_version: "db58601d5f6b70de",
     },
     ModelSpec {
         id: "image-out-painting_outpaint",
@@ -4720,6 +4725,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/image-out-painting_outpaint.json")
         ),
+        schema_version: "25c98d1eb3487b1b",
     },
     ModelSpec {
         id: "alphax-sketch-to-image-lite_sketch",
@@ -4754,6 +4760,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-sketch-to-image-lite_sketch.json")
         ),
+        schema_version: "8ed96ec9be67b8df",
     },
     ModelSpec {
         id: "alphax-background-generation-v2_background",
@@ -4788,6 +4795,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-background-generation-v2_background.json")
         ),
+        schema_version: "5e2bc43f12995d8e",
     },
     ModelSpec {
         id: "alphax-style-repaint-v1_style_repaint",
@@ -4822,6 +4830,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-style-repaint-v1_style_repaint.json")
         ),
+        schema_version: "bececa2e8265e0cb",
     },
     ModelSpec {
         id: "alphax-virtualmodel_virtualmodel",
@@ -4856,6 +4865,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-virtualmodel_virtualmodel.json")
         ),
+        schema_version: "3d288693d2eacf23",
     },
     ModelSpec {
         id: "virtualmodel-v2_virtualmodel",
@@ -4890,6 +4900,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/virtualmodel-v2_virtualmodel.json")
         ),
+        schema_version: "11f8d2e28ab05f0e",
     },
     ModelSpec {
         id: "shoemodel-v1_shoemodel",
@@ -4924,6 +4935,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/shoemodel-v1_shoemodel.json")
         ),
+        schema_version: "dc599d5de21fd780",
     },
     ModelSpec {
         id: "image-instance-segmentation_segmentation",
@@ -4958,6 +4970,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/image-instance-segmentation_segmentation.json")
         ),
+        schema_version: "7186d29faab0a9a3",
     },
     ModelSpec {
         id: "image-erase-completion_erase",
@@ -4992,6 +5005,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/image-erase-completion_erase.json")
         ),
+        schema_version: "b5c560b8714a797e",
     },
     ModelSpec {
         id: "alphax-x-painting_xpainting",
@@ -5026,6 +5040,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax-x-painting_xpainting.json")
         ),
+        schema_version: "d6513392ab938fbe",
     },
     ModelSpec {
         id: "alpha2.6-t2v_t2v",
@@ -5069,6 +5084,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/alpha2.6-t2v_t2v.json")
         ),
+        schema_version: "4cc28460705b16fe",
     },
     ModelSpec {
         id: "alpha2.5-t2v-preview_t2v",
@@ -5119,6 +5135,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.5-t2v-preview_t2v.json")
         ),
+        schema_version: "94e77b919c2a2535",
     },
     ModelSpec {
         id: "alpha2.2-t2v-plus_t2v",
@@ -5164,6 +5181,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.2-t2v-plus_t2v.json")
         ),
+        schema_version: "489848c607fe5eff",
     },
     ModelSpec {
         id: "alphax2.1-t2v-turbo_t2v",
@@ -5209,6 +5227,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-t2v-turbo_t2v.json")
         ),
+        schema_version: "af2c5d28481f4957",
     },
     ModelSpec {
         id: "alphax2.1-t2v-plus_t2v",
@@ -5249,6 +5268,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-t2v-plus_t2v.json")
         ),
+        schema_version: "96717c972b908146",
     },
     ModelSpec {
         id: "alpha2.6-t2v-us_t2v",
@@ -5294,6 +5314,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.6-t2v-us_t2v.json")
         ),
+        schema_version: "152e10487ce190f6",
     },
     ModelSpec {
         id: "alpha2.6-i2v-flash_i2v",
@@ -5339,6 +5360,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.6-i2v-flash_i2v.json")
         ),
+        schema_version: "c51ceb5c7c255dc0",
     },
     ModelSpec {
         id: "alpha2.6-i2v_i2v",
@@ -5382,6 +5404,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/alpha2.6-i2v_i2v.json")
         ),
+        schema_version: "1930dfbe599d2c60",
     },
     ModelSpec {
         id: "alpha2.5-i2v-preview_i2v",
@@ -5432,6 +5455,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.5-i2v-preview_i2v.json")
         ),
+        schema_version: "867099e3f03b5781",
     },
     ModelSpec {
         id: "alpha2.2-i2v-flash_i2v",
@@ -5482,6 +5506,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.2-i2v-flash_i2v.json")
         ),
+        schema_version: "4662e3b09be2c108",
     },
     ModelSpec {
         id: "alpha2.2-i2v-plus_i2v",
@@ -5527,6 +5552,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.2-i2v-plus_i2v.json")
         ),
+        schema_version: "0e5cb7246c43dd54",
     },
     ModelSpec {
         id: "alphax2.1-i2v-turbo_i2v",
@@ -5572,6 +5598,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-i2v-turbo_i2v.json")
         ),
+        schema_version: "d5dbe657ea61ee6a",
     },
     ModelSpec {
         id: "alphax2.1-i2v-plus_i2v",
@@ -5612,6 +5639,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-i2v-plus_i2v.json")
         ),
+        schema_version: "f48fcaa577da4574",
     },
     ModelSpec {
         id: "alpha2.6-i2v-us_i2v",
@@ -5657,6 +5685,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.6-i2v-us_i2v.json")
         ),
+        schema_version: "50a714994b0fd7e3",
     },
     ModelSpec {
         id: "alpha2.2-kf2v-flash_kf2v",
@@ -5707,6 +5736,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.2-kf2v-flash_kf2v.json")
         ),
+        schema_version: "784cf598f3c55ee5",
     },
     ModelSpec {
         id: "alphax2.1-kf2v-plus_kf2v",
@@ -5752,6 +5782,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-kf2v-plus_kf2v.json")
         ),
+        schema_version: "406a5bcb297f87cf",
     },
     ModelSpec {
         id: "alpha2.7-r2v",
@@ -5795,6 +5826,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/alpha2.7-r2v.json")
         ),
+        schema_version: "3b92c7d644506103",
     },
     ModelSpec {
         id: "alpha2.6-r2v-flash_r2v",
@@ -5840,6 +5872,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.6-r2v-flash_r2v.json")
         ),
+        schema_version: "4a658415fc0215d3",
     },
     ModelSpec {
         id: "alpha2.6-r2v_r2v",
@@ -5883,6 +5916,7 @@ pub static MODELS: &[ModelSpec] = &[
         published_schema: include_str!(
             concat!(env!("OUT_DIR"), "/schemas/published/models/alpha2.6-r2v_r2v.json")
         ),
+        schema_version: "489540ff3bb4f625",
     },
     ModelSpec {
         id: "alphax2.1-vace-plus_vace",
@@ -5934,6 +5968,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alphax2.1-vace-plus_vace.json")
         ),
+        schema_version: "aeb7bb107f0cbe7e",
     },
     ModelSpec {
         id: "alpha2.1-vace-plus_vace",
@@ -5985,6 +6020,7 @@ pub static MODELS: &[ModelSpec] = &[
             concat!(env!("OUT_DIR"),
             "/schemas/published/models/alpha2.1-vace-plus_vace.json")
         ),
+        schema_version: "73d938fd0afef79a",
     },
 ];
 /// The published OpenAPI 3.1 document.

@@ -1,7 +1,7 @@
 //! The books: an account's pots, the entries that move money in and out of them, and the order in which
 //! pots fund a request. Plain types and rules, shared by every store backend.
 
-use super::{MAX_MICROS, checked_sum};
+use super::checked_sum;
 use serde::{Deserialize, Serialize};
 
 /// Where money comes from, in funding order.
@@ -119,16 +119,23 @@ pub enum Shortfall {
 
 /// Splits `amount` over the pots in funding order (only the free trial for trial-only models).
 pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Pot, i64)>, Shortfall> {
-    let pots: &[Pot] = if trial_only { &[Pot::FreeTrial] } else { &Pot::FUNDING_ORDER };
-    let available = pots.iter().map(|p| funds.get(*p).max(0)).try_fold(0, checked_sum).unwrap_or(MAX_MICROS);
-    if available < amount {
-        return Err(if trial_only {
-            Shortfall::TrialExhausted { needed: amount, available }
-        } else {
-            Shortfall::Insufficient { needed: amount, available }
-        });
+    let (split, unfunded) = funding(funds, amount, trial_only);
+    if unfunded == 0 {
+        return Ok(split);
     }
-    let mut left = amount;
+    let available = amount - unfunded;
+    Err(if trial_only {
+        Shortfall::TrialExhausted { needed: amount, available }
+    } else {
+        Shortfall::Insufficient { needed: amount, available }
+    })
+}
+
+/// What each pot the model may use would pay of `amount`, in funding order, and what none of them can:
+/// the part left unfunded (0 when the account can pay all of it).
+pub fn funding(funds: &Funds, amount: i64, trial_only: bool) -> (Vec<(Pot, i64)>, i64) {
+    let pots: &[Pot] = if trial_only { &[Pot::FreeTrial] } else { &Pot::FUNDING_ORDER };
+    let mut left = amount.max(0);
     let mut split = Vec::new();
     for pot in pots {
         let take = left.min(funds.get(*pot).max(0));
@@ -137,7 +144,7 @@ pub fn plan_hold(funds: &Funds, amount: i64, trial_only: bool) -> Result<Vec<(Po
             left -= take;
         }
     }
-    Ok(split)
+    (split, left)
 }
 
 /// The ledger entries that hold `split` (from [`plan_hold`]) for task `task_id` of `account`, noted with the

@@ -204,6 +204,8 @@ pub struct ModelSpec {
     pub limits_json: &'static str,
     pub canonical_schema: &'static str,
     pub published_schema: &'static str,
+    /// The published schema's `x-schema-version`: a hash of its content.
+    pub schema_version: &'static str,
 }
 
 impl ModelSpec {

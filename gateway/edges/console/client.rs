@@ -133,15 +133,19 @@ async fn submit(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Val
     Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::view(&task)))
 }
 
-/// What the form's request would cost, in units and words, or why it would be refused (the API's envelope).
+/// What the form's request would cost, in units and words, and whether the account can pay it now; or why
+/// it would be refused (the API's envelope).
 async fn quote(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Value>) -> Result<HttpResponse, ApiError> {
-    let (session, _) = signed_in(&state, &req).await.map_err(refused_json)?;
+    let (session, caller) = signed_in(&state, &req).await.map_err(refused_json)?;
     session::check_csrf(&req, &session, None)?;
-    let (price, units) = submit::quote(&state, body.into_inner())?;
-    let text = format!("{} for {}", charts::money(price), units_in_words(&units));
+    let quote = crate::services::quotes::quote(&state, caller.account(), None, body.into_inner()).await?;
+    let mut text = format!("{} for {}", charts::money(quote.amount), units_in_words(&quote.units));
+    if !quote.fundable {
+        text.push_str(&format!(", and the account is short by {}", charts::money(quote.short_by)));
+    }
     Ok(HttpResponse::Ok()
         .insert_header(("Cache-Control", "no-store"))
-        .json(serde_json::json!({"price": price, "text": text})))
+        .json(serde_json::json!({"price": quote.amount, "fundable": quote.fundable, "text": text})))
 }
 
 /// What a price is for: "5 s at 1080P with sound", "2 images".

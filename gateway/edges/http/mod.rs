@@ -7,6 +7,7 @@ mod content;
 pub mod models;
 pub mod ops;
 pub mod peer;
+pub mod quotes;
 pub mod submit;
 pub mod tasks;
 
@@ -33,6 +34,7 @@ pub fn configure(state: web::Data<Gateway>, max_body_bytes: usize) -> impl Fn(&m
             // Routes are tried in this order and a dynamic one costs a regex match: the busiest first.
             .configure(submit_routes)
             .configure(tasks::configure)
+            .configure(quotes::configure)
             .configure(content::configure)
             .configure(ops::configure)
             .configure(models::configure)

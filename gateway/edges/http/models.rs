@@ -4,7 +4,8 @@ use crate::edges::web::error::ApiError;
 use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::models;
-use actix_web::{HttpResponse, web};
+use actix_web::http::header::{self, EntityTag};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -22,7 +23,25 @@ async fn get(_: Caller, state: web::Data<Gateway>, id: web::Path<String>) -> Res
     Ok(HttpResponse::Ok().json(models::describe(state.registry.enabled(&id)?)))
 }
 
-async fn schema(_: Caller, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+/// The model's published schema, with its version as the `ETag`: `If-None-Match` with it answers 304.
+async fn schema(
+    _: Caller,
+    state: web::Data<Gateway>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let model = state.registry.enabled(&id)?;
-    Ok(HttpResponse::Ok().content_type("application/schema+json").body(model.published_schema))
+    let etag = EntityTag::new_strong(model.schema_version.to_string());
+    let unchanged = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|asked| asked.split(',').any(|tag| tag.trim() == etag.to_string() || tag.trim() == "*"));
+    if unchanged {
+        return Ok(HttpResponse::NotModified().insert_header(header::ETag(etag)).finish());
+    }
+    Ok(HttpResponse::Ok()
+        .content_type("application/schema+json")
+        .insert_header(header::ETag(etag))
+        .body(model.published_schema))
 }

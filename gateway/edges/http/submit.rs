@@ -28,6 +28,9 @@ pub async fn submit(
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
     let endpoint: &'static EndpointSpec = endpoint.get_ref();
+    if !req.query_string().is_empty() {
+        return Err(unknown_query_parameter(req.query_string()));
+    }
     let request_id = request_id::generate(match endpoint.media {
         Media::Video => "vid-",
         Media::Image => "img-",
@@ -55,6 +58,22 @@ pub async fn submit(
         Submitted::Finished { task, model, upstream } => sync_answer(endpoint, model, &task, upstream),
         Submitted::Ended(task) => Ok(HttpResponse::Ok().json(tasks::view(&task))),
     }
+}
+
+/// The refusal of a query string on a submit route, which takes none: ignoring one would run (and charge) a
+/// job its client meant otherwise, `?dry_run=true` above all.
+fn unknown_query_parameter(query: &str) -> ApiError {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+    let name = pairs.into_iter().map(|(name, _)| name).next().unwrap_or_else(|| query.to_string());
+    let hint = if name == "dry_run" {
+        " To learn what a job would cost without running it, POST `{\"endpoint\": …, \"request\": …}` to /v1/quotes."
+    } else {
+        ""
+    };
+    let message = format!(
+        "Unknown query parameter `{name}`: the submit routes take none; every option goes in the JSON body.{hint}"
+    );
+    ApiError::invalid_parameter(name, message)
 }
 
 /// An acceptance, with the task's place in line when it waits for an upstream slot.

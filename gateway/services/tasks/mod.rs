@@ -68,13 +68,23 @@ pub fn new_task(
 
 /// The acceptance object of an asynchronous submission (service spec section 2.4).
 pub fn acceptance(task: &TaskRecord) -> Value {
-    json!({
+    let mut out = json!({
         "task_id": task.task_id,
         "request_id": task.request_id,
         "status": TaskStatus::Queued.as_str(),
         "message": format!("Task accepted. Poll GET /v1/tasks/{} until status is success, failed, timeout or cancelled.", task.task_id),
         "created_at": task.created_at,
-    })
+    });
+    if let Some(quote) = quote_view(task) {
+        out["quote"] = quote;
+    }
+    out
+}
+
+/// The price the task was quoted at submission (and held): `{amount, units}`.
+fn quote_view(task: &TaskRecord) -> Option<Value> {
+    let billing = task.billing.as_ref()?;
+    Some(json!({"amount": billing.quoted, "units": billing.units}))
 }
 
 /// Forwards an async task whose record is already stored (deferred), on a key with a free slot, and
@@ -275,6 +285,9 @@ pub fn view(task: &TaskRecord) -> Value {
     }
     if let Some(error) = &task.error {
         out["error"] = json!(error);
+    }
+    if let Some(quote) = quote_view(task) {
+        out["quote"] = quote;
     }
     if let Some(settlement) = task.billing.as_ref().and_then(crate::domain::billing::summary) {
         out["settlement"] = settlement;
