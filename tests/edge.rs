@@ -69,6 +69,18 @@ fn every_seed_model_is_listed_with_its_operation_type_and_endpoint() {
         let schema = demo.get(&format!("/v1/models/{id}/schema"));
         assert_eq!(schema.status, 200);
         assert_eq!(schema.json["$schema"], "https://json-schema.org/draft/2020-12/schema");
+        // Its version is its content's: in the schema, the listing and the ETag, which a client revalidates.
+        let version = schema.json["x-schema-version"].as_str().unwrap();
+        assert_eq!(version.len(), 16, "{id}");
+        assert_eq!(model["schema_version"], version, "{id}");
+        assert_eq!(schema.header("etag"), Some(format!("\"{version}\"").as_str()), "{id}");
+        let auth = format!("Bearer {KEY}");
+        let tag = format!("\"{version}\"");
+        let path = format!("/v1/models/{id}/schema");
+        let unchanged = demo.request("GET", &path, None, &[("Authorization", &auth), ("If-None-Match", &tag)]);
+        assert_eq!(unchanged.status, 304, "{id}");
+        let stale = demo.request("GET", &path, None, &[("Authorization", &auth), ("If-None-Match", "\"0\"")]);
+        assert_eq!(stale.status, 200, "{id}");
     }
     assert_eq!(demo.get("/v1/models/nope").code(), "model_not_found");
     let openapi = demo.request("GET", "/openapi.json", None, &[]);
