@@ -209,7 +209,7 @@ fn a_copy_cut_short_by_a_crash_is_made_after_the_restart() {
 fn without_a_copy_results_come_from_the_upstream() {
     let tmp = tempfile::tempdir().unwrap();
     let simulator = common::simulator("0.05", &[]);
-    // Storage that refuses every connection: each copy fails.
+    // Storage that refuses every connection: each copy waits for it, its link served from the upstream.
     let nowhere = format!("results: {{s3: {{bucket: b, endpoint: 'http://{}'}}", free_port());
     let env = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s"), ("AWS_DEFAULT_REGION", "us-east-1")];
 
@@ -227,8 +227,14 @@ fn without_a_copy_results_come_from_the_upstream() {
         assert!(!streamed.bytes.is_empty());
     }
 
+    // Storage that answers and refuses (keys it does not know): each copy fails, and its attempts run out.
+    let s3_address = free_port();
+    std::fs::create_dir_all(tmp.path().join("s3/results-bucket")).unwrap();
+    let _refusing = start_s3(&tmp.path().join("s3"), &s3_address);
+    let refusing =
+        format!("results: {{s3: {{bucket: results-bucket, endpoint: 'http://{s3_address}', region: us-east-1}}");
     let failing =
-        gateway(&tmp.path().join("failing"), &simulator, &format!("{nowhere}, retry_delays_ms: [50]}}\n"), &env);
+        gateway(&tmp.path().join("failing"), &simulator, &format!("{refusing}, retry_delays_ms: [50]}}\n"), &env);
     let key = failing.account("acme", 1_000_000_000, 0, 0);
     for task_id in submit_both(&failing, &key) {
         let task = wait_mirror(&failing, &key, &task_id, "failed");
@@ -305,21 +311,8 @@ fn results_are_copied_into_s3_compatible_storage() {
     let root = tmp.path().join("s3");
     std::fs::create_dir_all(root.join("results-bucket")).unwrap();
     let address = free_port();
-    let (host, port) = address.split_once(':').unwrap();
-    let server = std::process::Command::new(s3s_fs())
-        .args(["--host", host, "--port", port, "--access-key", "AKTEST", "--secret-key", "SKTEST"])
-        .arg(&root)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = KilledOnDrop(server);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&address).is_err() {
-        assert!(Instant::now() < deadline, "s3s-fs did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let env = [("AWS_ACCESS_KEY_ID", "AKTEST"), ("AWS_SECRET_ACCESS_KEY", "SKTEST")];
+    let server = start_s3(&root, &address);
+    let env = S3_ENV;
     let s3 = |presigned: u64| {
         format!(
             "results: {{s3: {{bucket: results-bucket, prefix: copies, endpoint: 'http://{address}', region: us-east-1, \
@@ -373,6 +366,77 @@ fn results_are_copied_into_s3_compatible_storage() {
         down.json
     );
     assert!(!down.json["error"]["message"].as_str().unwrap().contains(&address), "the storage's address stays inside");
+}
+
+const S3_ENV: [(&str, &str); 2] = [("AWS_ACCESS_KEY_ID", "AKTEST"), ("AWS_SECRET_ACCESS_KEY", "SKTEST")];
+
+/// `s3s-fs` serving `root` (its buckets are its directories) at `address`, once it answers.
+fn start_s3(root: &Path, address: &str) -> KilledOnDrop {
+    let (host, port) = address.split_once(':').unwrap();
+    let server = std::process::Command::new(s3s_fs())
+        .args(["--host", host, "--port", port, "--access-key", "AKTEST", "--secret-key", "SKTEST"])
+        .arg(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = KilledOnDrop(server);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(address).is_err() {
+        assert!(Instant::now() < deadline, "s3s-fs did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// The storage down: a copy waits for it without using up its attempts (one retry is configured) and is made
+/// once it is back; a download answers 503 at once rather than after the storage client's minutes of retries.
+#[test]
+fn a_copy_waits_out_a_storage_outage_and_a_download_during_one_answers_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s3");
+    std::fs::create_dir_all(root.join("results-bucket")).unwrap();
+    let address = free_port();
+    let server = start_s3(&root, &address);
+    let config = format!(
+        "results: {{retry_delays_ms: [300], s3: {{bucket: results-bucket, endpoint: 'http://{address}', region: us-east-1}}}}\n"
+    );
+    let simulator = common::simulator("0.05", &[]);
+    let demo = gateway(&tmp.path().join("gateway"), &simulator, &config, &S3_ENV);
+    let key = demo.account("acme", 1_000_000_000, 0, 0);
+    drop(server);
+
+    let video = demo.post_as(&key, "/v1/videos/generations", &json!({"model": T2V, "prompt": "a fox", "duration": 2}));
+    let task_id = video.json["task_id"].as_str().unwrap().to_string();
+    let task = wait_until(&demo, &key, &task_id, |t| t["status"] == "success" && t["mirror"].is_object());
+    assert_eq!(task["mirror"]["status"], "pending", "{task}");
+    // Several tries at the storage meanwhile, each a wait, not one of its attempts.
+    std::thread::sleep(Duration::from_secs(3));
+    let waiting = demo.get_as(&key, &format!("/v1/tasks/{task_id}")).json;
+    assert_eq!(waiting["mirror"]["status"], "pending", "{waiting}");
+
+    let server = start_s3(&root, &address);
+    let copied = wait_mirror(&demo, &key, &task_id, "mirrored");
+    downloads_whole(&demo, &key, &copied);
+
+    // Down, refusing connections; then taking them and never answering, which object_store would wait out
+    // for its timeout of 30 s per try.
+    drop(server);
+    let link = served_at(&demo, copied["results"][0]["url"].as_str().unwrap());
+    let refused = fetch(&link, &[]);
+    assert_eq!((refused.status, refused.json["error"]["code"].as_str()), (503, Some("storage_unavailable")));
+    let _silent = std::net::TcpListener::bind(&address).unwrap();
+    let asked = Instant::now();
+    let down = fetch(&link, &[]);
+    assert_eq!(
+        (down.status, down.json["error"]["code"].as_str()),
+        (503, Some("storage_unavailable")),
+        "{:?}",
+        down.json
+    );
+    assert_eq!(down.header("retry-after"), Some("5"));
+    // The download waits 4 s for the storage; the bound leaves room for a slow machine.
+    assert!(asked.elapsed() < Duration::from_secs(15), "{:?}", asked.elapsed());
 }
 
 /// A child process killed (and waited for) when the test ends, also when it fails.

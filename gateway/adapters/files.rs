@@ -5,7 +5,7 @@
 //! directory of its own (a directory per task made a copy cost twice the syscalls, and its journal's work).
 //! Copies made under the older layout (`{task_id}/{index}`) keep their paths, which their tasks record.
 
-use crate::ports::files::{ByteStream, FileError, ResultFiles, Stored};
+use crate::ports::files::{ByteStream, FileError, PutError, ResultFiles, Stored};
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::local::LocalFileSystem;
@@ -21,6 +21,20 @@ use std::time::Duration;
 
 /// Parts uploaded at once while a copy streams in.
 const PARTS_IN_FLIGHT: usize = 2;
+/// How long a download waits for the storage to start answering: `object_store` retries a storage that
+/// is down for minutes, and a client is better told at once that it may retry.
+const READ_WAIT: Duration = Duration::from_secs(4);
+/// A few quick retries of a storage call, then the caller decides: a copy goes back in its queue to wait for
+/// the storage (`services::copies`) rather than holding its worker for minutes of backoff.
+const RETRY: object_store::RetryConfig = object_store::RetryConfig {
+    backoff: object_store::BackoffConfig {
+        init_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(2),
+        base: 2.0,
+    },
+    max_retries: 3,
+    retry_timeout: Duration::from_secs(10),
+};
 
 /// Where result copies go: an S3-compatible bucket, else a directory.
 #[derive(Debug, Clone)]
@@ -68,7 +82,7 @@ impl Files {
                 .with_automatic_cleanup(true);
             return Ok(Files { store: Arc::new(local), presigner: None, attributes: false, prefix: Path::default() });
         };
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&s3.bucket);
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&s3.bucket).with_retry(RETRY);
         if let Some(endpoint) = &s3.endpoint {
             builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
         }
@@ -88,14 +102,22 @@ impl ResultFiles for Files {
         self.prefix.clone().join(day.to_string()).join(format!("{task_id}.{index}")).to_string()
     }
 
-    async fn put(&self, path: &str, content_type: &str, mut body: ByteStream) -> Result<Stored, String> {
+    async fn put(&self, path: &str, content_type: &str, mut body: ByteStream) -> Result<Stored, PutError> {
+        let storage = |e: object_store::Error| match e {
+            object_store::Error::NotFound { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+            | object_store::Error::NotSupported { .. }
+            | object_store::Error::InvalidPath { .. } => PutError::Refused(e.to_string()),
+            e => PutError::Unavailable(e.to_string()),
+        };
         use sha2::{Digest, Sha256};
         let mut attributes = Attributes::new();
         if self.attributes {
             attributes.insert(Attribute::ContentType, content_type.to_string().into());
         }
         let options = PutMultipartOptions { attributes, ..Default::default() };
-        let upload = self.store.put_multipart_opts(&Path::from(path), options).await.map_err(|e| e.to_string())?;
+        let upload = self.store.put_multipart_opts(&Path::from(path), options).await.map_err(storage)?;
         let mut writer = WriteMultipart::new(upload);
         let (mut hash, mut size) = (Sha256::new(), 0u64);
         while let Some(chunk) = body.next().await {
@@ -103,27 +125,30 @@ impl ResultFiles for Files {
                 Ok(chunk) => chunk,
                 Err(e) => {
                     let _ = writer.abort().await;
-                    return Err(format!("reading the upstream's file: {e}"));
+                    return Err(PutError::Source(format!("reading the upstream's file: {e}")));
                 }
             };
             if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
                 let _ = writer.abort().await;
-                return Err(e.to_string());
+                return Err(storage(e));
             }
             hash.update(&chunk);
             size = size.saturating_add(chunk.len() as u64);
             writer.put(chunk);
         }
-        writer.finish().await.map_err(|e| e.to_string())?;
+        writer.finish().await.map_err(storage)?;
         Ok(Stored { size, sha256: hex::encode(hash.finalize()) })
     }
 
     async fn get(&self, path: &str, range: Option<(u64, u64)>) -> Result<ByteStream, FileError> {
         let range = range.map(|(first, last)| GetRange::Bounded(first..last + 1));
-        match self.store.get_opts(&Path::from(path), GetOptions { range, ..Default::default() }).await {
-            Ok(object) => Ok(Box::pin(object.into_stream().map(|chunk| chunk.map_err(|e| e.to_string())))),
-            Err(object_store::Error::NotFound { .. }) => Err(FileError::NotFound),
-            Err(e) => Err(FileError::Unavailable(e.to_string())),
+        let location = Path::from(path);
+        let read = self.store.get_opts(&location, GetOptions { range, ..Default::default() });
+        match tokio::time::timeout(READ_WAIT, read).await {
+            Ok(Ok(object)) => Ok(Box::pin(object.into_stream().map(|chunk| chunk.map_err(|e| e.to_string())))),
+            Ok(Err(object_store::Error::NotFound { .. })) => Err(FileError::NotFound),
+            Ok(Err(e)) => Err(FileError::Unavailable(e.to_string())),
+            Err(_) => Err(FileError::Unavailable(format!("no answer in {} s", READ_WAIT.as_secs()))),
         }
     }
 

@@ -13,7 +13,7 @@ pub trait ResultFiles: Send + Sync {
     fn path(&self, task_id: &str, index: usize, expires_ms: i64) -> String;
     /// Writes what `body` yields to `path` as it comes (never whole in memory), hashing it on the way; a
     /// copy cut short leaves nothing at `path`.
-    async fn put(&self, path: &str, content_type: &str, body: ByteStream) -> Result<Stored, String>;
+    async fn put(&self, path: &str, content_type: &str, body: ByteStream) -> Result<Stored, PutError>;
     /// Reads `path`, or the bytes `first..=last` of it.
     async fn get(&self, path: &str, range: Option<(u64, u64)>) -> Result<ByteStream, FileError>;
     /// A presigned URL for `path`, where downloads are redirected to one.
@@ -26,6 +26,18 @@ pub trait ResultFiles: Send + Sync {
 pub struct Stored {
     pub size: u64,
     pub sha256: String,
+}
+
+/// Why a file could not be written.
+#[derive(Debug)]
+pub enum PutError {
+    /// `body` failed as it streamed in.
+    Source(String),
+    /// The storage answered and refused (no such bucket, no permission): it will not take this file as it is
+    /// set up.
+    Refused(String),
+    /// The storage did not answer, or failed on its side: an outage, worth waiting out.
+    Unavailable(String),
 }
 
 /// Why a stored file could not be read.

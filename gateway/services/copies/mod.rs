@@ -15,7 +15,7 @@ use crate::domain::clock::{local_time, now_ms};
 use crate::domain::errors::{Code, Problem};
 use crate::domain::results::{Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
-use crate::ports::files::{ByteStream, FileError, ResultFiles};
+use crate::ports::files::{ByteStream, FileError, PutError, ResultFiles};
 use crate::ports::upstream::Fetched;
 use crate::services::Gateway;
 use links::Links;
@@ -152,6 +152,19 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
     mirror.attempts = mirror.attempts.saturating_add(1);
     let mut results = task.results.clone();
     let retry_ms = match copy_all(state, &task, &mirror).await {
+        // The storage is down, which says nothing of this copy: it waits for the storage without using up
+        // an attempt, and keeps its place (its due time moves, its attempts do not).
+        Err(Failed::Storage(error)) => {
+            mirror.attempts -= 1;
+            let wait = state.settings.copy_retry_delays_ms.first().copied().unwrap_or(1_000);
+            tracing::warn!(
+                task_id = task.task_id,
+                error,
+                "the result storage cannot be written; the copy waits for it"
+            );
+            mirror.error = Some(error);
+            Some(now_ms().saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)))
+        }
         Ok(files) => {
             let bytes: u64 = files.iter().map(|f| f.size).sum();
             crate::support::metrics::results_mirrored(files.len() as u64, bytes);
@@ -159,7 +172,7 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
             (mirror.state, mirror.files, mirror.error) = (MirrorState::Mirrored, files, None);
             None
         }
-        Err(error) => {
+        Err(Failed::Copy(error)) => {
             let delays = &state.settings.copy_retry_delays_ms;
             let delay = delays.get(mirror.attempts as usize - 1).map(|d| i64::try_from(*d).unwrap_or(i64::MAX));
             tracing::warn!(task_id = task.task_id, attempt = mirror.attempts, error, "could not mirror results");
@@ -181,17 +194,28 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
     }
 }
 
-async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, String> {
+/// Why a copy was not made.
+enum Failed {
+    /// The upstream's file could not be had: an attempt used.
+    Copy(String),
+    /// The result storage did not answer: it waits for the storage.
+    Storage(String),
+}
+
+async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, Failed> {
     let files = &state.copies.files;
     let mut copied = Vec::with_capacity(mirror.sources.len());
     for (index, source) in mirror.sources.iter().enumerate() {
-        let fetched = fetch(state, task, &source.url, None).await?;
+        let fetched = fetch(state, task, &source.url, None).await.map_err(Failed::Copy)?;
         if !(200..300).contains(&fetched.status) {
-            return Err(format!("result {index}: the upstream answered {}", fetched.status));
+            return Err(Failed::Copy(format!("result {index}: the upstream answered {}", fetched.status)));
         }
         let content_type = fetched.content_type.unwrap_or_else(|| default_content_type(&source.kind).to_string());
         let path = files.path(&task.task_id, index, mirror.expires_ms);
-        let stored = files.put(&path, &content_type, fetched.body).await.map_err(|e| format!("result {index}: {e}"))?;
+        let stored = files.put(&path, &content_type, fetched.body).await.map_err(|e| match e {
+            PutError::Source(e) | PutError::Refused(e) => Failed::Copy(format!("result {index}: {e}")),
+            PutError::Unavailable(e) => Failed::Storage(format!("result {index}: {e}")),
+        })?;
         copied.push(MirroredFile { key: path, size: stored.size, content_type, sha256: stored.sha256 });
     }
     Ok(copied)
