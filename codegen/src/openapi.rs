@@ -16,6 +16,7 @@ pub fn openapi(spec: &Spec) -> Value {
     }
     schemas.extend(response_schemas());
     schemas.extend(webhook_schemas());
+    schemas.extend(admin_schemas());
     let mut paths = Map::new();
     for endpoint in &spec.endpoints.endpoints {
         let refs: Vec<Value> = spec
@@ -128,13 +129,13 @@ pub fn openapi(spec: &Spec) -> Value {
             "default": error_response(),
         },
     }}));
-    paths.extend(admin_webhook_paths());
+    paths.extend(admin_paths());
     json!({
         "openapi": "3.1.0",
         "info": {"title": "mediagate", "version": env!("CARGO_PKG_VERSION"), "description": "Video and image generation and editing behind one gateway."},
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": [{"bearer": []}, {"apiKey": []}, {"altApiKey": []}],
-        "tags": [{"name": "admin", "description": "The back office's webhook routes under `/admin/v1` (the README lists the rest), authenticated by the admin token."}],
+        "tags": [{"name": "admin", "description": "The back office's API under `/admin/v1`: accounts, their money and keys, the usage log, tasks, models, the ledger check and webhooks. Every route takes the admin token; money is in micro-units (1e-6 of the currency)."}],
         "paths": paths,
         "webhooks": {"taskEnded": task_ended()},
         "components": {
@@ -172,16 +173,211 @@ fn task_ended() -> Value {
     }})
 }
 
+/// An operation of the admin API: tagged `admin`, under the admin token, errors in the envelope.
+fn admin(mut operation: Value) -> Value {
+    operation["tags"] = json!(["admin"]);
+    operation["security"] = json!([{"adminToken": []}]);
+    operation["responses"]["default"] = error_response();
+    operation
+}
+
+/// Responses with one JSON answer of the component `schema`, under `status`.
+fn answer(status: &str, description: &str, schema: &str) -> Value {
+    let schema = json!({"$ref": format!("#/components/schemas/{schema}")});
+    json!({status: {"description": description, "content": {"application/json": {"schema": schema}}}})
+}
+
+fn ok(description: &str, schema: &str) -> Value {
+    answer("200", description, schema)
+}
+
+fn account_param() -> Value {
+    json!({"name": "account", "in": "path", "required": true, "schema": {"type": "string"}})
+}
+
+/// A JSON request body of this schema.
+fn json_body(schema: Value) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": schema}}})
+}
+
+/// The most micro-units an admin route takes: the gateway's `billing::MAX_MICROS` (tests/admin_openapi.rs
+/// checks that the two agree).
+const MAX_MICROS: i64 = 10_000_000_000_000_000;
+
+/// The admin API: accounts, their money and keys, the usage log, tasks, models, the ledger check, and the
+/// webhook routes.
+fn admin_paths() -> Map<String, Value> {
+    let account = account_param();
+    let amount = |description: &str| {
+        json_body(json!({
+            "type": "object", "additionalProperties": false, "required": ["amount"],
+            "properties": {
+                "amount": {"type": "integer", "minimum": 1, "maximum": MAX_MICROS, "description": description},
+                "note": {"type": "string", "default": "", "description": "Kept on the ledger entry."},
+            },
+        }))
+    };
+    let mut paths = Map::new();
+    paths.insert("/admin/v1/accounts".into(), json!({
+        "get": admin(json!({
+            "operationId": "admin_list_accounts",
+            "summary": "List accounts in name order, a page at a time, with their funds and when each last submitted a task.",
+            "parameters": [
+                query("search", "Only accounts whose name contains this, in any case.", json!({"type": "string"})),
+                query("after", "The `last_name` of the previous page: this page starts after that account.", json!({"type": "string"})),
+                query("limit", "Accounts per page.", json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 100})),
+            ],
+            "responses": ok("A page of accounts.", "AccountList"),
+        })),
+        "post": admin(json!({
+            "operationId": "admin_create_account",
+            "summary": "Open an account with its first webhook secret; an existing name is not an error and answers its view (without the secret).",
+            "requestBody": json_body(json!({
+                "type": "object", "additionalProperties": false, "required": ["name"],
+                "properties": {"name": {"type": "string", "minLength": 1, "description": "Trimmed; 1 to 128 bytes, no control characters."}},
+            })),
+            "responses": answer("201", "The account; `webhook_secret` only if it was opened now.", "AccountView"),
+        })),
+    }));
+    paths.insert(
+        "/admin/v1/accounts/{account}".into(),
+        json!({"get": admin(json!({
+            "operationId": "admin_get_account",
+            "summary": "One account: its record, funds and keys.",
+            "parameters": [account],
+            "responses": ok("The account.", "AccountDetail"),
+        }))}),
+    );
+    paths.insert(
+        "/admin/v1/accounts/{account}/top-up".into(),
+        json!({"post": admin(json!({
+            "operationId": "admin_top_up",
+            "summary": "Add money to the account's balance.",
+            "parameters": [account],
+            "requestBody": amount("Micro-units to add to the balance."),
+            "responses": ok("The account now.", "AccountView"),
+        }))}),
+    );
+    paths.insert("/admin/v1/accounts/{account}/plan".into(), json!({"post": admin(json!({
+        "operationId": "admin_set_plan",
+        "summary": "Set the account's plan; its plan pot is set to the allowance (not added to).",
+        "parameters": [account],
+        "requestBody": json_body(json!({
+            "type": "object", "additionalProperties": false, "required": ["name", "allowance"],
+            "properties": {
+                "name": {"type": "string", "description": "The plan's name."},
+                "allowance": {"type": "integer", "minimum": 0, "maximum": MAX_MICROS, "description": "Micro-units: the plan pot's new amount."},
+            },
+        })),
+        "responses": ok("The account now.", "AccountView"),
+    }))}));
+    paths.insert("/admin/v1/accounts/{account}/weight".into(), json!({"post": admin(json!({
+        "operationId": "admin_set_weight",
+        "summary": "Set the account's share of the upstream's slots while its tasks wait for one (every account starts at 1).",
+        "parameters": [account],
+        "requestBody": json_body(json!({
+            "type": "object", "additionalProperties": false, "required": ["weight"],
+            "properties": {"weight": {"type": "integer", "minimum": 1, "maximum": 100, "description": "The share against an account of weight 1."}},
+        })),
+        "responses": ok("The account now.", "AccountView"),
+    }))}));
+    paths.insert("/admin/v1/accounts/{account}/free-trial".into(), json!({"post": admin(json!({
+        "operationId": "admin_grant_free_trial",
+        "summary": "Add money to the account's free trial (spent first, and the only money free-trial-only models take).",
+        "parameters": [account],
+        "requestBody": amount("Micro-units to add to the free trial."),
+        "responses": ok("The account now.", "AccountView"),
+    }))}));
+    paths.insert(
+        "/admin/v1/accounts/{account}/keys".into(),
+        json!({
+            "get": admin(json!({
+                "operationId": "admin_list_keys",
+                "summary": "The account's keys, revoked ones too, by prefix only.",
+                "parameters": [account],
+                "responses": ok("The keys.", "KeyList"),
+            })),
+            "post": admin(json!({
+                "operationId": "admin_issue_key",
+                "summary": "Issue a new key for the account; no body. The key is shown once: only its hash is kept.",
+                "parameters": [account],
+                "responses": answer("201", "The new key.", "IssuedKey"),
+            })),
+        }),
+    );
+    paths.insert("/admin/v1/accounts/{account}/keys/{prefix}/revoke".into(), json!({"post": admin(json!({
+        "operationId": "admin_revoke_key",
+        "summary": "Revoke the account's live keys that start with `prefix`; none is a 404.",
+        "parameters": [account, {
+            "name": "prefix", "in": "path", "required": true, "description": "A key's prefix as the key list shows it, or longer.",
+            "schema": {"type": "string", "minLength": 8},
+        }],
+        "responses": ok("How many keys were revoked.", "RevokedKeys"),
+    }))}));
+    paths.insert(
+        "/admin/v1/accounts/{account}/keys/revoke-all".into(),
+        json!({"post": admin(json!({
+            "operationId": "admin_revoke_all_keys",
+            "summary": "Revoke every live key of the account; none is a 404.",
+            "parameters": [account],
+            "responses": ok("How many keys were revoked.", "RevokedKeys"),
+        }))}),
+    );
+    let line = json!({"$ref": "#/components/schemas/UsageLine"});
+    paths.insert("/admin/v1/usage".into(), json!({"get": admin(json!({
+        "operationId": "admin_usage",
+        "summary": "The usage log: one line per settled task, oldest first, dated when the task ended.",
+        "parameters": [
+            query("account", "Only this account's lines.", json!({"type": "string"})),
+            query("model", "Only this model's lines.", json!({"type": "string"})),
+            query("since", "Only lines dated at or after this time, epoch milliseconds.", json!({"type": "integer"})),
+            query("until", "Only lines dated at or before this time, epoch milliseconds.", json!({"type": "integer"})),
+            query("format", "JSON lines or CSV.", json!({"type": "string", "enum": ["jsonl", "csv"], "default": "jsonl"})),
+        ],
+        "responses": {"200": {
+            "description": "With `format=jsonl`, one `UsageLine` object per line (the schema is of each line); with `format=csv`, a header row and one row per line, `units` and `by_source` as JSON.",
+            "content": {
+                "application/x-ndjson": {"schema": line},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+        }},
+    }))}));
+    paths.insert(
+        "/admin/v1/tasks/{task_id}".into(),
+        json!({"get": admin(json!({
+            "operationId": "admin_get_task",
+            "summary": "Any account's task, with its account, key, upstream id and money.",
+            "parameters": [task_id_param()],
+            "responses": ok("The task.", "AdminTask"),
+        }))}),
+    );
+    let model = json!({"name": "model", "in": "path", "required": true, "schema": {"type": "string"}});
+    paths.insert(
+        "/admin/v1/models".into(),
+        json!({"get": admin(json!({
+            "operationId": "admin_list_models",
+            "summary": "Every model of the catalog, enabled or not, with its pricing rule.",
+            "responses": ok("Models.", "AdminModelList"),
+        }))}),
+    );
+    paths.insert("/admin/v1/models/{model}/{switch}".into(), json!({"post": admin(json!({
+        "operationId": "admin_switch_model",
+        "summary": "Turn a model on or off on every replica; a disabled model is not listed to clients and takes no submissions.",
+        "parameters": [model, {"name": "switch", "in": "path", "required": true, "schema": {"type": "string", "enum": ["enable", "disable"]}}],
+        "responses": ok("The model and whether it is now enabled.", "ModelSwitch"),
+    }))}));
+    paths.insert("/admin/v1/ledger/verify".into(), json!({"get": admin(json!({
+        "operationId": "admin_verify_ledger",
+        "summary": "Check the books: every pot equals the sum of its entries and is not negative, and every task's money adds up.",
+        "responses": ok("What the check found.", "LedgerCheck"),
+    }))}));
+    paths.extend(admin_webhook_paths());
+    paths
+}
+
 /// The admin API's webhook routes: an account's secret and default endpoint, and the deliveries.
 fn admin_webhook_paths() -> Map<String, Value> {
-    let admin = |mut operation: Value| {
-        operation["tags"] = json!(["admin"]);
-        operation["security"] = json!([{"adminToken": []}]);
-        operation["responses"]["default"] = error_response();
-        operation
-    };
-    let ok = |description: &str, schema: &str| json!({"200": {"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}}});
-    let account = json!({"name": "account", "in": "path", "required": true, "schema": {"type": "string"}});
+    let account = account_param();
     let mut paths = Map::new();
     paths.insert("/admin/v1/accounts/{account}/webhook-secret".into(), json!({"post": admin(json!({
         "operationId": "admin_rotate_webhook_secret",
@@ -231,6 +427,14 @@ fn error_response() -> Value {
     json!({"description": "Error.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
 }
 
+/// What a price is for (`Units` of the billing).
+fn units() -> Value {
+    json!({"type": "object", "description": "What the price is for; only the units that apply.", "properties": {
+        "seconds": {"type": "number"}, "resolution": {"type": "string"}, "audio": {"type": "boolean"},
+        "images": {"type": "integer"}, "calls": {"type": "integer"},
+        "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}})
+}
+
 fn response_schemas() -> Map<String, Value> {
     let status = json!({"type": "string", "enum": ["queued", "running", "success", "failed", "timeout", "cancelled"]});
     let mut m = Map::new();
@@ -242,10 +446,7 @@ fn response_schemas() -> Map<String, Value> {
             "ahead_of_you_seconds_estimate": {"type": "integer", "minimum": 0, "description": "Roughly how long until it is sent, from the model's typical run time and the slots there are."},
         },
     }));
-    let units = json!({"type": "object", "description": "What the price is for; only the units that apply.", "properties": {
-        "seconds": {"type": "number"}, "resolution": {"type": "string"}, "audio": {"type": "boolean"},
-        "images": {"type": "integer"}, "calls": {"type": "integer"},
-        "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
+    let units = units();
     m.insert("QuotedPrice".into(), json!({
         "type": "object", "required": ["amount", "units"],
         "description": "The list price the task was quoted at submission, and held: the most its settlement charges.",
@@ -406,5 +607,204 @@ fn webhook_schemas() -> Map<String, Value> {
             "properties": {"deliveries": {"type": "array", "items": {"$ref": "#/components/schemas/Delivery"}}},
         }),
     );
+    m
+}
+
+/// The admin API's answers. Money is in micro-units (1e-6 of the currency).
+fn admin_schemas() -> Map<String, Value> {
+    let schema = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let local_time = |description: &str| json!({"type": "string", "description": format!("{description} Local time, YYYY-MM-DD HH:MM:SS.")});
+    let pot = json!({"enum": ["free_trial", "plan", "balance"]});
+    let per_pot = |description: &str| {
+        json!({"type": "array", "description": format!("{description}, as `[pot, micro-units]` pairs in funding order."), "items": {
+            "type": "array", "prefixItems": [pot.clone(), {"type": "integer"}], "items": false, "minItems": 2}})
+    };
+    let or_null = |schema: Value| json!({"anyOf": [schema, {"type": "null"}]});
+    let mut m = Map::new();
+    m.insert("Funds".into(), json!({
+        "type": "object", "required": ["free_trial", "plan", "balance"],
+        "description": "An account's pots in micro-units, in funding order: the free trial is spent first, then the plan, then the balance.",
+        "properties": {"free_trial": {"type": "integer"}, "plan": {"type": "integer"}, "balance": {"type": "integer"}},
+    }));
+    m.insert("Account".into(), json!({
+        "type": "object", "required": ["name", "created_at", "plan", "queue_weight"],
+        "properties": {
+            "name": {"type": "string"},
+            "created_at": local_time("When it was opened."),
+            "plan": {"type": ["string", "null"], "description": "The plan's name; null until one is set."},
+            "queue_weight": {"type": ["integer", "null"], "minimum": 1, "maximum": 100, "description": "Its share of the upstream's slots while its tasks wait for one; null until set, which counts as 1."},
+        },
+    }));
+    let view = |keys: bool| {
+        let mut view = json!({
+            "type": "object", "required": ["account", "funds", "earmarked"],
+            "properties": {
+                "account": schema("Account"),
+                "funds": {"$ref": "#/components/schemas/Funds", "description": "What the account may spend now: each pot less what its tasks in flight hold."},
+                "earmarked": {"$ref": "#/components/schemas/Funds", "description": "What tasks in flight have set aside in memory rather than on the ledger, per pot (left out of `funds`)."},
+            },
+        });
+        if keys {
+            view["required"] = json!(["account", "funds", "earmarked", "keys"]);
+            view["properties"]["keys"] = json!({"type": "array", "items": schema("ApiKey")});
+        } else {
+            view["properties"]["webhook_secret"] = json!({"type": "string", "pattern": "^whsec_", "description": "Only in the answer that opened the account: its first webhook secret, shown once."});
+        }
+        view
+    };
+    m.insert("AccountView".into(), view(false));
+    m.insert("AccountDetail".into(), view(true));
+    m.insert("AccountSummary".into(), json!({
+        "type": "object", "required": ["name", "created_at", "plan", "funds", "last_task_at"],
+        "properties": {
+            "name": {"type": "string"}, "created_at": local_time("When it was opened."),
+            "plan": {"type": ["string", "null"]},
+            "funds": {"$ref": "#/components/schemas/Funds", "description": "What the account may spend now."},
+            "last_task_at": {"type": ["string", "null"], "description": "When it last submitted a task, local time; null if never."},
+        },
+    }));
+    m.insert("AccountList".into(), json!({
+        "type": "object", "required": ["data", "has_more", "last_name"],
+        "properties": {
+            "data": {"type": "array", "items": schema("AccountSummary")},
+            "has_more": {"type": "boolean", "description": "Whether another page follows: ask it with `after=last_name`."},
+            "last_name": {"type": ["string", "null"], "description": "The last account of this page; null when it is empty."},
+        },
+    }));
+    m.insert(
+        "ApiKey".into(),
+        json!({
+            "type": "object", "required": ["account", "prefix", "created_at", "revoked"],
+            "properties": {
+                "account": {"type": "string"},
+                "prefix": {"type": "string", "description": "The key's first 8 characters, safe to show and log."},
+                "created_at": local_time("When it was issued."),
+                "revoked": {"type": "boolean"},
+            },
+        }),
+    );
+    m.insert("KeyList".into(), json!({
+        "type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": schema("ApiKey")}},
+    }));
+    m.insert(
+        "IssuedKey".into(),
+        json!({
+            "type": "object", "required": ["account", "key", "note"],
+            "properties": {
+                "account": {"type": "string"},
+                "key": {"type": "string", "pattern": "^mg-", "description": "The key itself, shown once."},
+                "note": {"type": "string"},
+            },
+        }),
+    );
+    m.insert("RevokedKeys".into(), json!({
+        "type": "object", "required": ["revoked"],
+        "properties": {"revoked": {"type": "integer", "minimum": 1, "description": "How many live keys were revoked."}},
+    }));
+    m.insert("UsageLine".into(), json!({
+        "type": "object",
+        "required": ["at", "at_ms", "account", "key_prefix", "model", "operation", "task_id", "request_id", "status", "created_at", "units", "list_price", "charged", "by_source"],
+        "description": "A settled task's line of the usage log.",
+        "properties": {
+            "at": local_time("When the task ended."),
+            "at_ms": {"type": "integer", "description": "When the task ended, epoch milliseconds."},
+            "account": {"type": "string"}, "key_prefix": {"type": "string"}, "model": {"type": "string"},
+            "operation": {"type": "string"}, "task_id": {"type": "string"}, "request_id": {"type": "string"},
+            "status": {"type": "string", "enum": ["success", "failed", "timeout", "cancelled"]},
+            "created_at": local_time("When the task was submitted."),
+            "units": units(),
+            "list_price": {"type": "integer", "description": "The list price of what was delivered."},
+            "charged": {"type": "integer", "description": "What the account was charged."},
+            "by_source": {"type": "object", "description": "What each pot paid of `charged`; only the pots that paid.", "properties": {
+                "free_trial": {"type": "integer"}, "plan": {"type": "integer"}, "balance": {"type": "integer"}}},
+        },
+    }));
+    m.insert("Settlement".into(), json!({
+        "type": "object", "required": ["outcome", "charged", "list_price", "by_pot", "units", "ledger_seq"],
+        "description": "How a task's hold ended.",
+        "properties": {
+            "outcome": {"enum": ["posted", "voided"], "description": "`posted`: what was delivered is charged; `voided`: nothing is."},
+            "charged": {"type": "integer"},
+            "list_price": {"type": "integer", "description": "The list price of what was delivered."},
+            "by_pot": per_pot("What each pot paid"),
+            "units": units(),
+            "ledger_seq": {"type": ["integer", "null"], "description": "An earmarked task's first ledger entry number; null otherwise."},
+        },
+    }));
+    m.insert("TaskBilling".into(), json!({
+        "type": "object", "required": ["quoted", "units", "hold", "earmarked", "baseline", "settlement"],
+        "description": "A task's money.",
+        "properties": {
+            "quoted": {"type": "integer", "description": "The list price of the request as submitted."},
+            "units": units(),
+            "hold": per_pot("What was set aside"),
+            "earmarked": {"type": "boolean", "description": "The hold was set aside in memory, not written to the ledger."},
+            "baseline": {"type": "integer", "description": "The equivalent-usage baseline at submission, micro-units per million tokens."},
+            "settlement": or_null(schema("Settlement")),
+        },
+    }));
+    m.insert("AdminTask".into(), json!({
+        "description": "A task as `GET /v1/tasks/{task_id}` answers it, and what only the back office sees.",
+        "allOf": [schema("Task"), {
+            "type": "object", "required": ["account", "key_prefix", "upstream_task_id", "billing"],
+            "properties": {
+                "account": {"type": "string"},
+                "key_prefix": {"type": "string", "description": "The prefix of the key that submitted it."},
+                "upstream_task_id": {"type": ["string", "null"], "description": "The upstream's id of it, once it was sent."},
+                "billing": or_null(schema("TaskBilling")),
+            },
+        }],
+    }));
+    m.insert("BillingRule".into(), json!({
+        "type": "object", "required": ["basis", "placeholder"],
+        "description": "A model's pricing rule, in micro-units: `tiers` for `per_second`, `price` for `per_image` and `per_call`, the two prices per million tokens for `per_token`.",
+        "properties": {
+            "basis": {"enum": ["per_second", "per_image", "per_call", "per_token"]},
+            "placeholder": {"type": "boolean", "description": "The price is a placeholder until the real one is set."},
+            "tiers": {"type": "object", "description": "Price per second by resolution tier, with and without audio; null where the tier has no such price.", "additionalProperties": {
+                "type": "object", "required": ["audio", "silent"],
+                "properties": {"audio": {"type": ["integer", "null"]}, "silent": {"type": ["integer", "null"]}}}},
+            "price": {"type": "integer"},
+            "input_per_million": {"type": "integer"},
+            "output_per_million": {"type": "integer"},
+        },
+    }));
+    m.insert(
+        "AdminModel".into(),
+        json!({
+            "description": "A model as `GET /v1/models` shows it, and what only the back office sees.",
+            "allOf": [schema("Model"), {
+                "type": "object", "required": ["created", "region", "summary", "billing_basis", "enabled", "billing"],
+                "properties": {
+                    "created": {"type": "integer"}, "region": {"type": "string"}, "summary": {"type": "string"},
+                    "billing_basis": {"enum": ["per_second", "per_image", "per_call", "per_token"]},
+                    "enabled": {"type": "boolean"},
+                    "billing": schema("BillingRule"),
+                },
+            }],
+        }),
+    );
+    m.insert(
+        "AdminModelList".into(),
+        json!({
+            "type": "object", "required": ["object", "data"],
+            "properties": {"object": {"const": "list"}, "data": {"type": "array", "items": schema("AdminModel")}},
+        }),
+    );
+    m.insert(
+        "ModelSwitch".into(),
+        json!({
+            "type": "object", "required": ["model", "enabled"],
+            "properties": {"model": {"type": "string"}, "enabled": {"type": "boolean"}},
+        }),
+    );
+    m.insert("LedgerCheck".into(), json!({
+        "type": "object", "required": ["entries", "accounts", "problems"],
+        "properties": {
+            "entries": {"type": "integer", "description": "Ledger entries checked."},
+            "accounts": {"type": "integer", "description": "Accounts with entries."},
+            "problems": {"type": "array", "items": {"type": "string"}, "description": "What is wrong, in words; empty when the books add up."},
+        },
+    }));
     m
 }

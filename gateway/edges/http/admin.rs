@@ -36,11 +36,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewAccount {
     name: String,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Amount {
     /// Micro-units.
     pub amount: i64,
@@ -49,11 +51,13 @@ pub struct Amount {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Weight {
     weight: i64,
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Plan {
     name: String,
     /// Micro-units the plan funds; the plan pot is set to this amount.
@@ -61,6 +65,7 @@ struct Plan {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AccountListing {
     #[serde(default)]
     search: String,
@@ -180,6 +185,7 @@ async fn revoke_all_keys(
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct UsageQuery {
     account: Option<String>,
     model: Option<String>,
