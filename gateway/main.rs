@@ -99,7 +99,12 @@ enum SchemasCommand {
     },
     /// Print the breaking and the compatible changes from OLD to NEW (an OpenAPI file, a directory holding
     /// openapi.json or published.lock.json, or a running gateway's URL); exit 1 if any is breaking.
-    Diff { old: String, new: String },
+    Diff {
+        /// The older release.
+        old: String,
+        /// The newer release.
+        new: String,
+    },
 }
 
 #[derive(Args)]
@@ -232,8 +237,18 @@ enum KeysCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.command);
-    match run(cli) {
+    let traces = match init_logging(&cli.command) {
+        Ok(traces) => traces,
+        Err(message) => {
+            eprintln!("mediagate: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = run(cli);
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("mediagate: {message}");
@@ -437,17 +452,27 @@ fn print(text: impl Display) -> Result<(), String> {
 }
 
 /// JSON lines on stderr, filtered by MEDIAGATE_LOG. The demo keeps its terminal for its banner: it logs
-/// warnings only, unless asked for every request.
-fn init_logging(command: &Command) {
+/// warnings only, unless asked for every request. Beside them, the jobs' traces when the OTLP variables ask
+/// for them (`support::telemetry`); their spans never reach the log.
+fn init_logging(command: &Command) -> Result<Option<mediagate::support::telemetry::Exporting>, String> {
+    use mediagate::support::telemetry;
+    use tracing_subscriber::prelude::*;
     let default = match command {
         Command::Demo(args) if !args.access_log => "warn",
         _ => "info",
     };
     let asked = std::env::var("MEDIAGATE_LOG").ok().filter(|v| !v.trim().is_empty());
     let filter = asked
-        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).json().init();
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(format!("{v},{}=off", telemetry::TARGET)).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(format!("{default},{}=off", telemetry::TARGET)));
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).json().with_filter(filter);
+    let traced = tracing_subscriber::filter::Targets::new().with_target(telemetry::TARGET, tracing::Level::INFO);
+    let (traces, exporting) = match telemetry::layer()? {
+        Some((layer, exporting)) => (Some(layer.with_filter(traced)), Some(exporting)),
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(log).with(traces).init();
+    Ok(exporting)
 }
 
 #[cfg(test)]

@@ -697,5 +697,6 @@ fn queued_task(task_id: &str, created_ms: i64, upstream_task_id: Option<&str>) -
         failed_items: Vec::new(),
         envelope: None,
         attempts: Vec::new(),
+        trace: None,
     }
 }

@@ -507,6 +507,7 @@ fn response_schemas() -> Map<String, Value> {
                     "error": {"type": "string", "description": "Why the copy failed (the results keep the upstream's URLs)."}}},
                 "usage": {"type": "object"},
                 "quote": {"$ref": "#/components/schemas/QuotedPrice"},
+                "trace_id": {"type": "string", "description": "The job's OpenTelemetry trace (32 hex digits), when the gateway exports traces."},
                 "settlement": {"type": "object"},
                 "error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}},
                 "equivalent_usage": {"$ref": "#/components/schemas/EquivalentUsage"},

@@ -112,6 +112,9 @@ pub struct Delivery {
     /// How often an operator asked for it to be sent again.
     #[serde(default)]
     pub replays: u32,
+    /// Its task's trace (`TaskRecord::trace`): each attempt is traced under it and carries it.
+    #[serde(default)]
+    pub trace: Option<String>,
 }
 
 impl Delivery {
@@ -134,6 +137,7 @@ impl Delivery {
             next_attempt_ms: now_ms,
             attempts: Vec::new(),
             replays: 0,
+            trace: task.trace.clone(),
         })
     }
 

@@ -138,6 +138,10 @@ pub struct TaskRecord {
     /// Every time the task was sent upstream, in order.
     #[serde(default)]
     pub attempts: Vec<Attempt>,
+    /// The job's trace, as a W3C `traceparent` of its submit span: every later step (polls, settlement, the
+    /// copy, deliveries) is traced under it. `None` when traces are off.
+    #[serde(default)]
+    pub trace: Option<String>,
 }
 
 /// One sending of a task to the upstream.

@@ -18,10 +18,12 @@ use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::errors::ServiceError;
 use crate::services::tasks::{self, OpenTask};
+use crate::support::telemetry;
 use scopeguard::ScopeGuard;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// One submission, as an edge read it.
 pub struct Submission<'a> {
@@ -56,7 +58,9 @@ pub struct Answer {
 /// resolves first: the edge's sign that its client went away.
 pub async fn submit(state: &Arc<Gateway>, submission: Submission<'_>, gone: impl Future<Output = ()>) -> Answer {
     let mut replayed_as = None;
-    let result = run(state, submission, gone, &mut replayed_as).await;
+    // The root of the job's trace; the task keeps its context for every later step.
+    let span = telemetry::step("job.submit", None);
+    let result = run(state, submission, gone, &mut replayed_as).instrument(span).await;
     Answer { result, replayed_as }
 }
 
@@ -81,7 +85,7 @@ async fn run(
             Replayed::Redo(task_id) => replacing = Some(task_id),
         }
     }
-    let admitted = admit(&state.registry, endpoint, body)?;
+    let admitted = telemetry::step("job.admission", None).in_scope(|| admit(&state.registry, endpoint, body))?;
     state.limits.reserve(caller.account())?;
     // Given back unless the task is accepted (then the task's end gives it back).
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
@@ -130,7 +134,11 @@ async fn run(
     // A write whose answer was lost may still have been made (a database that stopped as it committed): the
     // poller looks for the task once the store answers, and ends it, giving its hold back.
     let task_id = task.task_id.clone();
-    let added = state.store.add_task(task, idem, Some(hold), Commit::Deferred).await;
+    let added = state
+        .store
+        .add_task(task, idem, Some(hold), Commit::Deferred)
+        .instrument(telemetry::step("job.store", None))
+        .await;
     let task = match added.inspect_err(|_| state.poller.take_over(task_id))? {
         Inserted::Stored(task) => task,
         Inserted::Duplicate(existing) => {

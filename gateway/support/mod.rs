@@ -1,5 +1,6 @@
-//! Process-wide support for every layer above the domain: metrics, TLS configurations and failpoints.
+//! Process-wide support for every layer above the domain: metrics, traces, TLS configurations and failpoints.
 
 pub mod failpoint;
 pub mod metrics;
+pub mod telemetry;
 pub mod tls;

@@ -357,6 +357,10 @@ async fn create(
     if model.data_inspection {
         request = request.insert_header((wire.data_inspection_header.name, wire.data_inspection_header.value));
     }
+    // The job's trace goes on upstream (W3C trace context), when traces are on.
+    if let Some(traceparent) = crate::support::telemetry::traceparent(&tracing::Span::current()) {
+        request = request.insert_header(("traceparent", traceparent));
+    }
     timed(async { answer(upstream, request.content_type("application/json").send_body(envelope.clone()).await).await })
         .await
 }

@@ -24,6 +24,7 @@ use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How often due copies are looked for.
 const LOOK_EVERY: Duration = Duration::from_millis(500);
@@ -120,7 +121,8 @@ pub async fn run(state: Arc<Gateway>) {
                 let (state, under_way, room_made) = (state.clone(), under_way.clone(), room_made.clone());
                 tokio::task::spawn_local(async move {
                     let task_id = task.task_id.clone();
-                    attempt(&state, task).await;
+                    let span = crate::support::telemetry::step("job.copy", task.trace.as_deref());
+                    attempt(&state, task).instrument(span).await;
                     under_way.borrow_mut().remove(&task_id);
                     room_made.notify_one();
                 });

@@ -18,6 +18,7 @@ use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How often due deliveries are looked for.
 const LOOK_EVERY: Duration = Duration::from_millis(200);
@@ -47,7 +48,8 @@ pub async fn run(state: Arc<Gateway>) {
                 let (state, under_way) = (state.clone(), under_way.clone());
                 tokio::task::spawn_local(async move {
                     let id = delivery.id.clone();
-                    if !attempt(&state, delivery).await {
+                    let span = crate::support::telemetry::step("job.webhook", delivery.trace.as_deref());
+                    if !attempt(&state, delivery).instrument(span).await {
                         // Still due in the store: held back here, not sent again every look.
                         tokio::time::sleep(UNRECORDED_PAUSE).await;
                     }
@@ -135,12 +137,16 @@ async fn send(state: &Gateway, delivery: &Delivery, at_ms: i64) -> Result<u16, S
     let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
     let seconds = at_ms.div_euclid(1000);
     let signature = signing::signature(secrets.into_iter(), &delivery.id, seconds, &body)?;
-    let headers = vec![
+    let mut headers = vec![
         ("content-type", "application/json".to_string()),
         ("user-agent", concat!("mediagate/", env!("CARGO_PKG_VERSION")).to_string()),
         ("webhook-id", delivery.id.clone()),
         ("webhook-timestamp", seconds.to_string()),
         ("webhook-signature", signature),
     ];
+    // The receiver can join the job's trace (W3C trace context), when traces are on.
+    if let Some(traceparent) = crate::support::telemetry::traceparent(&tracing::Span::current()) {
+        headers.push(("traceparent", traceparent));
+    }
     state.webhooks.post(&delivery.url, headers, body).await
 }

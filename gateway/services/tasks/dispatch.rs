@@ -14,9 +14,11 @@ use crate::services::Gateway;
 use crate::services::capacity::{Capacity, Grant};
 use crate::services::errors::ServiceError;
 use crate::services::settings::PollerConfig;
+use crate::support::telemetry;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How long a key that refused or failed a create is not offered again.
 const REFUSED_KEY_PAUSE: Duration = Duration::from_secs(1);
@@ -69,7 +71,8 @@ pub async fn send(state: &Gateway, model: &'static ModelSpec, envelope: &Bytes, 
     let (mut pause, mut again) = (Duration::from_millis(100), 2);
     loop {
         crate::support::metrics::upstream_call("create");
-        let error = match state.upstream.create(model, envelope, key).await {
+        let create = state.upstream.create(model, envelope, key);
+        let error = match create.instrument(telemetry::step("upstream.create", None)).await {
             Ok(created) => return Sent::Taken { key, created },
             Err(error) => error,
         };
@@ -208,7 +211,11 @@ async fn send_granted(state: Arc<Gateway>, grant: Grant) {
     let Grant { task_id, model, key, tried } = grant;
     let _sent = scopeguard::guard((state.clone(), task_id.clone()), |(state, task_id)| state.capacity.sent(&task_id));
     let sent = match state.store.task(&task_id).await {
-        Ok(Some(task)) if task.waits_for_slot() => send_waiting(&state, task, model, key, tried.clone()).await,
+        Ok(Some(task)) if task.waits_for_slot() => {
+            // Sent after waiting in line: traced under the job's submit.
+            let span = telemetry::step("job.send", task.trace.as_deref());
+            send_waiting(&state, task, model, key, tried.clone()).instrument(span).await
+        }
         Ok(_) => return state.capacity.give_back(model, key, &task_id),
         Err(e) => {
             state.capacity.give_back(model, key, &task_id);

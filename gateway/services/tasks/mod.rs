@@ -63,6 +63,8 @@ pub fn new_task(
         failed_items: Vec::new(),
         envelope: None,
         attempts: Vec::new(),
+        // Under the span of the request that makes it, when traces are on.
+        trace: crate::support::telemetry::traceparent(&tracing::Span::current()),
     }
 }
 
@@ -291,6 +293,9 @@ pub fn view(task: &TaskRecord) -> Value {
     }
     if let Some(settlement) = task.billing.as_ref().and_then(crate::domain::billing::summary) {
         out["settlement"] = settlement;
+    }
+    if let Some(trace_id) = task.trace.as_deref().and_then(crate::support::telemetry::trace_id) {
+        out["trace_id"] = trace_id.into();
     }
     if task.attempts.len() > 1 {
         // Sent more than once (failed upstream for its own reasons): each sending, by key index.

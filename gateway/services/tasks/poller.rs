@@ -22,6 +22,7 @@ use crate::ports::storage::{Commit, StoreError, TaskRef};
 use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, Observed, UpstreamError};
 use crate::services::Gateway;
 use crate::services::settings::PollerConfig;
+use crate::support::telemetry;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
+use tracing::Instrument;
 
 /// A task without an upstream id this long after creation was interrupted mid-submission.
 const ORPHAN_AFTER_MS: i64 = 60_000;
@@ -450,7 +452,9 @@ impl Sweeper {
             self.store_jobs.push_back(job);
             return;
         };
-        let slot = self.tracker.insert(Tracked::new(task_id, model, record.created_ms, record.deadline_ms), due_ms);
+        let mut tracked = Tracked::new(task_id, model, record.created_ms, record.deadline_ms);
+        tracked.trace = record.trace.as_deref().map(Rc::from);
+        let slot = self.tracker.insert(tracked, due_ms);
         self.learn_upstream(slot, record);
     }
 
@@ -753,6 +757,7 @@ impl Sweeper {
                     ticket,
                     upstream_id,
                     key: task.key.map(usize::from),
+                    trace: task.trace.clone(),
                     region: task.model.region,
                     media: task.model.media,
                     deadline_ms: task.deadline_ms,
@@ -787,6 +792,8 @@ struct Check {
     upstream_id: Id,
     /// The key that created it, if known.
     key: Option<usize>,
+    /// The job's trace, which the query is traced under.
+    trace: Option<Id>,
     region: &'static str,
     media: Media,
     deadline_ms: i64,
@@ -813,13 +820,19 @@ async fn query_task(
 ) {
     let key = keys.acquire(check.key).await;
     crate::support::metrics::upstream_call("query");
-    let observed = state.upstream.query(check.region, key, &check.upstream_id, check.media).await;
+    let span = telemetry::step("job.poll", check.trace.as_deref());
+    let observed =
+        state.upstream.query(check.region, key, &check.upstream_id, check.media).instrument(span.clone()).await;
     // The query slot is free again while the outcome is written.
     drop(permit);
     let outcome = match observed {
         Ok(observed) => {
             failpoint_before_settle(&observed);
-            settle(&state, &check.task, observed).await
+            let settling = match observed {
+                Observed::Pending | Observed::Running => tracing::Span::none(),
+                _ => span.in_scope(|| telemetry::step("job.settle", None)),
+            };
+            settle(&state, &check.task, observed).instrument(settling).await
         }
         Err(e) => query_failed(&check, &e),
     };

@@ -36,6 +36,8 @@ pub struct Tracked {
     /// The key (upstream account) that created it: queries and lists about it go with that key. `None`
     /// when unknown (any key will do).
     pub key: Option<u16>,
+    /// The job's trace (`TaskRecord::trace`), which its polls are traced under.
+    pub trace: Option<Id>,
     pub model: &'static ModelSpec,
     /// The gateway's creation time (epoch ms): the task's age.
     pub created_ms: i64,
@@ -62,6 +64,7 @@ impl Tracked {
             task_id,
             upstream_id: None,
             key: None,
+            trace: None,
             model,
             created_ms,
             upstream_created: UpstreamCreated::Between(created_ms, created_ms),

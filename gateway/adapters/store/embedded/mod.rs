@@ -480,8 +480,10 @@ mod tests {
             upstream_task_id: Some("u".into()),
             failed: None,
         }];
+        task.trace = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
         let as_written = serde_json::to_value(&task).unwrap();
         let mut older: Vec<serde_json::Value> = as_written.as_object().unwrap().values().cloned().collect();
+        assert_eq!(older.pop(), Some(as_written["trace"].clone()));
         assert_eq!(older.pop(), Some(as_written["attempts"].clone()));
         assert_eq!(older.pop(), Some(as_written["envelope"].clone()));
         assert_eq!(older.pop(), Some(as_written["failed_items"].clone()));
@@ -489,7 +491,7 @@ mod tests {
         assert_eq!(older.pop(), Some(as_written["running_ms"].clone()));
         let read = decode::<TaskRecord>(&encode(&older).unwrap()).unwrap();
         assert!(read.running_ms.is_none() && read.measured.is_none() && read.failed_items.is_empty());
-        assert!(read.envelope.is_none() && read.attempts.is_empty());
+        assert!(read.envelope.is_none() && read.attempts.is_empty() && read.trace.is_none());
         assert_eq!(serde_json::to_value(&read.mirror).unwrap(), as_written["mirror"]);
         assert_eq!(read.callback_url, task.callback_url);
         assert_eq!(serde_json::to_value(read.billing).unwrap(), as_written["billing"]);
@@ -833,6 +835,7 @@ mod tests {
             next_attempt_ms,
             attempts: Vec::new(),
             replays: 0,
+            trace: None,
         };
         for n in 0..20 {
             // Queued as a task's end queues it, then rescheduled: only the last time counts.
