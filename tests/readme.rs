@@ -58,7 +58,13 @@ fn the_quickstart_block_runs_against_the_demo_and_the_deployment_block_beside_it
     assert!(printed.contains("\"status\":\"success\""), "{printed}");
     assert!(printed.contains("\"fundable\":true"), "the quote: {printed}");
     let video = std::fs::read(dir.path().join("fox.mp4")).unwrap();
-    assert!(video.len() > 8 && &video[4..8] == b"ftyp", "fox.mp4 is no MP4: {} bytes", video.len());
+    // A real movie: its `ftyp` box first and a `moov` box with its tracks, not a stub of a few bytes.
+    let has_movie = video.windows(4).any(|w| w == b"moov") && video.windows(4).any(|w| w == b"avc1");
+    assert!(
+        video.len() > 1000 && &video[4..8] == b"ftyp" && has_movie,
+        "fox.mp4 is no H.264 MP4: {} bytes",
+        video.len()
+    );
 
     let build = "cargo build --release && export PATH=\"$PWD/target/release:$PATH\"";
     let deployment = block(build);

@@ -130,6 +130,7 @@ fn new_task(rng: &mut Rng, model: &'static ModelSpec, account: &str, key: &str, 
         failed_items: Vec::new(),
         envelope: None,
         attempts: Vec::new(),
+        trace: None,
     }
 }
 

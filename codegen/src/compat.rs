@@ -98,8 +98,7 @@ fn component<'a>(doc: &'a Value, name: &str) -> Option<&'a Value> {
 /// The models a submit route takes: the components its request body names.
 fn request_models(doc: &Value) -> BTreeSet<String> {
     let mut models = BTreeSet::new();
-    for (_, method, operation) in operations(doc) {
-        let _ = method;
+    for (_, _, operation) in operations(doc) {
         if let Some(Value::Array(refs)) = operation.pointer("/requestBody/content/application~1json/schema/oneOf") {
             models.extend(refs.iter().filter_map(|r| r["$ref"].as_str()).filter_map(ref_name).map(String::from));
         }

@@ -102,7 +102,11 @@ fn positive(amount: i64) -> Result<i64, Problem> {
     if amount <= 0 || amount > MAX_MICROS {
         return Err(Problem::new(
             Code::invalid_parameter,
-            format!("`amount` must be a positive number of micro-units, at most {MAX_MICROS}."),
+            // Read by people who typed units (the console, the CLI) and programs that sent micro-units.
+            format!(
+                "`amount` must be more than 0 and at most {} units ({MAX_MICROS} micro-units).",
+                MAX_MICROS / 1_000_000
+            ),
         )
         .with_param("amount"));
     }

@@ -1,4 +1,4 @@
-//! `equivalent_usage` (service spec 4.6): a display-only conversion of a non-token list price into output
+//! `equivalent_usage` (README, Money): a display-only conversion of a non-token list price into output
 //! tokens with one global baseline, frozen on each task at submission.
 
 use crate::domain::catalog::{BillingRule, ModelSpec};

@@ -68,7 +68,7 @@ pub fn new_task(
     }
 }
 
-/// The acceptance object of an asynchronous submission (service spec section 2.4).
+/// The acceptance object of an asynchronous submission (`TaskAcceptance` in the OpenAPI).
 pub fn acceptance(task: &TaskRecord) -> Value {
     let mut out = json!({
         "task_id": task.task_id,
