@@ -57,7 +57,7 @@ fn run_with(replicas: usize) -> String {
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cluster = (replicas > 1).then(crate::postgres::Cluster::start);
     let sim_addr = format!("127.0.0.1:{}", free_port());
-    let (keys_flag, cap_flag, scale_flag) = ((KEYS + 1).to_string(), CAP.to_string(), scale.to_string());
+    let (keys_flag, cap_flag, scale_flag) = (KEYS.to_string(), CAP.to_string(), scale.to_string());
     let sim_args = ["simulate", "--listen", &sim_addr, "--time-scale", &scale_flag, "--key-prefix", "bench"];
     let sim_args: Vec<&str> = sim_args.into_iter().chain(["--keys", &keys_flag, "--concurrency", &cap_flag]).collect();
     let _sim = start(1, &bin, &sim_args, &[]);
@@ -270,36 +270,41 @@ fn account(addr: &str, name: &str) -> String {
 
 /// Upstream task id -> (created, ended) epoch ms, from the simulator's task list, read with the key the
 /// gateway does not have.
+/// Every job the upstream's accounts created in the window, with its creation and end: each account lists
+/// only its own, so each of the gateway's keys is asked in turn.
 fn upstream_jobs(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, (i64, i64)> {
-    let auth = format!("Bearer {}", sim_key(KEYS + 1));
     let mut jobs = HashMap::new();
-    let mut refusals = 0;
-    for page in 1.. {
-        let path = format!(
-            "/cn-beijing/api/v1/tasks?start_time={}&end_time={}&page_no={page}&page_size=1000",
-            compact_time(from_ms, false),
-            compact_time(to_ms + 1000, true)
-        );
-        let (status, body) = http(sim, "GET", &path, &[("Authorization", &auth)], "");
-        if status != 200 && refusals < 50 {
-            // Over the key's query limit: again shortly.
-            refusals += 1;
-            std::thread::sleep(Duration::from_millis(200));
-            continue;
-        }
-        let value: Value = serde_json::from_str(&body).unwrap_or_default();
-        let data = value["data"].as_array().cloned().unwrap_or_default();
-        for item in &data {
-            if let (Some(id), Some(created), Some(end)) =
-                (item["task_id"].as_str(), item["gmt_create"].as_i64(), item["end_time"].as_i64())
-            {
-                jobs.insert(id.to_string(), (created, end));
+    for n in 1..=KEYS {
+        let auth = format!("Bearer {}", sim_key(n));
+        let (mut page, mut refusals) = (1, 0);
+        loop {
+            let path = format!(
+                "/cn-beijing/api/v1/tasks?start_time={}&end_time={}&page_no={page}&page_size=1000",
+                compact_time(from_ms, false),
+                compact_time(to_ms + 1000, true)
+            );
+            let (status, body) = http(sim, "GET", &path, &[("Authorization", &auth)], "");
+            if status != 200 && refusals < 50 {
+                // Over the key's query limit: the same page again shortly.
+                refusals += 1;
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
             }
+            let value: Value = serde_json::from_str(&body).unwrap_or_default();
+            let data = value["data"].as_array().cloned().unwrap_or_default();
+            for item in &data {
+                if let (Some(id), Some(created), Some(end)) =
+                    (item["task_id"].as_str(), item["gmt_create"].as_i64(), item["end_time"].as_i64())
+                {
+                    jobs.insert(id.to_string(), (created, end));
+                }
+            }
+            if data.is_empty() || page >= value["total_page"].as_u64().unwrap_or(0) {
+                break;
+            }
+            page += 1;
+            std::thread::sleep(Duration::from_millis(100));
         }
-        if data.is_empty() || page >= value["total_page"].as_u64().unwrap_or(0) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
     jobs
 }
