@@ -81,6 +81,9 @@ fn a_console_session_reaches_only_what_its_key_or_token_may() {
     );
 
     let client = sign_in("api_key", &mine);
+    // An account with no task yet: its home says where to start.
+    let (_, home) = get(&client, "/console/home");
+    assert!(home.contains("No tasks yet. Try a job in <a href=\"/console/playground\">"), "{home}");
     assert_eq!(get(&client, &format!("/console/tasks/{their_task}")).0, 404, "another account's task");
     let (status, usage) = get(&client, "/console/usage?account=theirs");
     assert_eq!(status, 200);
@@ -100,6 +103,8 @@ fn a_console_session_reaches_only_what_its_key_or_token_may() {
     assert_eq!(sign_in_refused(&agent, &demo, "admin_token", "not-the-token"), 403);
 
     let operator = sign_in("admin_token", common::ADMIN_TOKEN);
+    let (_, account) = get(&operator, "/console/accounts/mine");
+    assert!(account.contains("mine has submitted no job yet. Give its owner a key"), "{account}");
     let top_up = |cookie: &str, csrf: &str, site: &str| {
         let reply = agent
             .post(demo.url("/console/accounts/mine/top-up"))
