@@ -4,7 +4,6 @@
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::Arc;
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
@@ -354,18 +353,8 @@ fn certificate_advice(error: &str) -> Option<&'static str> {
 /// An HTTP agent that verifies an `https` gateway against the system's roots (and `ca_file`), and takes
 /// a proxy from the environment as curl does.
 fn agent(url: &str, ca_file: Option<&Path>) -> Result<ureq::Agent, String> {
-    let mut config = ureq::Agent::config_builder().http_status_as_error(false);
-    if url.starts_with("https://") {
-        let roots = crate::support::tls::trusted_roots(ca_file)?;
-        let roots = roots.into_iter().map(|c| ureq::tls::Certificate::from_der(&c).to_owned()).collect();
-        let tls = ureq::tls::TlsConfig::builder()
-            .provider(ureq::tls::TlsProvider::Rustls)
-            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
-            .unversioned_rustls_crypto_provider(crate::support::tls::provider())
-            .build();
-        config = config.tls_config(tls);
-    } else if ca_file.is_some() {
+    if ca_file.is_some() && !url.starts_with("https://") {
         return Err("--ca-file is for an https:// gateway".into());
     }
-    Ok(config.build().into())
+    crate::support::tls::http_agent(url, ca_file, None)
 }

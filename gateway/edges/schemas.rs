@@ -70,7 +70,11 @@ fn read(source: &str) -> Result<Value, String> {
             base if base.ends_with(".json") => base.to_string(),
             base => format!("{base}/openapi.json"),
         };
-        let mut answer = ureq::get(&url).call().map_err(|e| format!("{url}: {e}"))?;
+        let agent = crate::support::tls::http_agent(&url, None, Some(std::time::Duration::from_secs(30)))?;
+        let mut answer = agent.get(&url).call().map_err(|e| format!("{url}: {e}"))?;
+        if !answer.status().is_success() {
+            return Err(format!("{url} answered {}", answer.status()));
+        }
         answer.body_mut().read_to_string().map_err(|e| format!("{url}: {e}"))?
     } else {
         let path = Path::new(source);

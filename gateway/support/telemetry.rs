@@ -15,6 +15,8 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The target of every job span; the log's filter leaves it out.
 pub const TARGET: &str = "mediagate::trace";
+/// The longest one export may take (the OTLP exporters' default timeout).
+const EXPORT_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The exporter, kept to flush what is buffered when the process stops.
 pub struct Exporting(SdkTracerProvider);
@@ -38,14 +40,12 @@ where
 {
     let asked = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"]
         .iter()
-        .any(|name| std::env::var(name).is_ok_and(|v| !v.trim().is_empty()));
-    if !asked {
-        return Ok(None);
-    }
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()));
+    let Some(endpoint) = asked else { return Ok(None) };
     use opentelemetry_otlp::WithHttpConfig;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(Agent(agent()?))
+        .with_http_client(Agent(super::tls::http_agent(&endpoint, None, Some(EXPORT_WITHIN))?))
         .build()
         .map_err(|e| format!("traces: {e}"))?;
     let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|v| !v.trim().is_empty());
@@ -88,22 +88,6 @@ fn context_of(traceparent: &str) -> Option<Context> {
     let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()?);
     let remote = SpanContext::new(trace, span, flags, true, TraceState::default());
     remote.is_valid().then(|| Context::new().with_remote_span_context(remote))
-}
-
-/// The HTTP agent the exporter posts with: the system's roots for an `https` collector.
-fn agent() -> Result<ureq::Agent, String> {
-    let roots = super::tls::trusted_roots(None)?;
-    let roots = roots.into_iter().map(|c| ureq::tls::Certificate::from_der(&c).to_owned()).collect();
-    let tls = ureq::tls::TlsConfig::builder()
-        .provider(ureq::tls::TlsProvider::Rustls)
-        .root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(roots)))
-        .unversioned_rustls_crypto_provider(super::tls::provider())
-        .build();
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .tls_config(tls)
-        .timeout_global(Some(std::time::Duration::from_secs(10)));
-    Ok(config.build().into())
 }
 
 /// The exporter's HTTP client. The batch exporter calls it on its own thread, where a blocking call is fine.

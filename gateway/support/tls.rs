@@ -11,6 +11,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// The one crypto provider, named explicitly so that no other crate's choice can change it.
 pub fn provider() -> Arc<CryptoProvider> {
@@ -94,6 +95,26 @@ pub fn client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, Strin
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// A blocking HTTP agent for `url` (the admin CLI's, the trace exporter's, `schemas diff`'s): an `https` one
+/// verifies the server against [`trusted_roots`] (and `extra_ca`); every status is an answer, not an error;
+/// a call takes at most `timeout` when one is given. A proxy comes from the environment, as curl takes it.
+pub fn http_agent(url: &str, extra_ca: Option<&Path>, timeout: Option<Duration>) -> Result<ureq::Agent, String> {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(timeout);
+    if url.starts_with("https://") {
+        let roots = trusted_roots(extra_ca)?;
+        let roots = roots.into_iter().map(|c| ureq::tls::Certificate::from_der(&c).to_owned()).collect();
+        let tls = ureq::tls::TlsConfig::builder()
+            .provider(ureq::tls::TlsProvider::Rustls)
+            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots)))
+            .unversioned_rustls_crypto_provider(provider())
+            .build();
+        config = config.tls_config(tls);
+    } else if extra_ca.is_some() {
+        return Err("a CA file is for an https:// address".into());
+    }
+    Ok(config.build().into())
 }
 
 /// A server configuration from a PEM certificate chain and its PEM private key.
