@@ -228,9 +228,7 @@ fn without_a_copy_results_come_from_the_upstream() {
     }
 
     // Storage that answers and refuses (keys it does not know): each copy fails, and its attempts run out.
-    let s3_address = free_port();
-    std::fs::create_dir_all(tmp.path().join("s3/results-bucket")).unwrap();
-    let _refusing = start_s3(&tmp.path().join("s3"), &s3_address);
+    let (_, s3_address, _refusing) = s3_bucket(tmp.path());
     let refusing =
         format!("results: {{s3: {{bucket: results-bucket, endpoint: 'http://{s3_address}', region: us-east-1}}");
     let failing =
@@ -308,10 +306,7 @@ fn s3s_fs() -> PathBuf {
 #[test]
 fn results_are_copied_into_s3_compatible_storage() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("s3");
-    std::fs::create_dir_all(root.join("results-bucket")).unwrap();
-    let address = free_port();
-    let server = start_s3(&root, &address);
+    let (root, address, server) = s3_bucket(tmp.path());
     let env = S3_ENV;
     let s3 = |presigned: u64| {
         format!(
@@ -370,6 +365,16 @@ fn results_are_copied_into_s3_compatible_storage() {
 
 const S3_ENV: [(&str, &str); 2] = [("AWS_ACCESS_KEY_ID", "AKTEST"), ("AWS_SECRET_ACCESS_KEY", "SKTEST")];
 
+/// `s3s-fs` on a free port, serving `dir/s3` with its bucket `results-bucket`: the root, the address and
+/// the server.
+fn s3_bucket(dir: &Path) -> (PathBuf, String, KilledOnDrop) {
+    let root = dir.join("s3");
+    std::fs::create_dir_all(root.join("results-bucket")).unwrap();
+    let address = free_port();
+    let server = start_s3(&root, &address);
+    (root, address, server)
+}
+
 /// `s3s-fs` serving `root` (its buckets are its directories) at `address`, once it answers.
 fn start_s3(root: &Path, address: &str) -> KilledOnDrop {
     let (host, port) = address.split_once(':').unwrap();
@@ -394,10 +399,7 @@ fn start_s3(root: &Path, address: &str) -> KilledOnDrop {
 #[test]
 fn a_copy_waits_out_a_storage_outage_and_a_download_during_one_answers_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("s3");
-    std::fs::create_dir_all(root.join("results-bucket")).unwrap();
-    let address = free_port();
-    let server = start_s3(&root, &address);
+    let (root, address, server) = s3_bucket(tmp.path());
     let config = format!(
         "results: {{retry_delays_ms: [300], s3: {{bucket: results-bucket, endpoint: 'http://{address}', region: us-east-1}}}}\n"
     );

@@ -10,9 +10,6 @@ use common::{Demo, KEY};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use serde_json::json;
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,70 +32,35 @@ struct Receiver {
 
 /// Serves OTLP/HTTP (`POST /v1/traces`, protobuf) and any other POST (a webhook receiver) on loopback.
 fn receiver() -> (String, Arc<Mutex<Receiver>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
     let got = Arc::new(Mutex::new(Receiver::default()));
     let shared = got.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let got = shared.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
-                    let mut headers = HashMap::new();
-                    loop {
-                        let mut header = String::new();
-                        reader.read_line(&mut header).unwrap();
-                        let header = header.trim_end();
-                        if header.is_empty() {
-                            break;
-                        }
-                        if let Some((name, value)) = header.split_once(':') {
-                            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-                        }
-                    }
-                    let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
-                    let mut got = got.lock().unwrap();
-                    if path == "/v1/traces" {
-                        let request = ExportTraceServiceRequest::decode(body.as_slice()).unwrap();
-                        for resource in request.resource_spans {
-                            let service = resource
-                                .resource
-                                .iter()
-                                .flat_map(|r| &r.attributes)
-                                .find(|a| a.key == "service.name")
-                                .and_then(|a| a.value.as_ref())
-                                .map(|v| format!("{:?}", v.value))
-                                .unwrap_or_default();
-                            for span in resource.scope_spans.into_iter().flat_map(|s| s.spans) {
-                                got.spans.push(Received {
-                                    name: span.name,
-                                    trace_id: hex(&span.trace_id),
-                                    span_id: hex(&span.span_id),
-                                    parent: hex(&span.parent_span_id),
-                                    service: service.clone(),
-                                });
-                            }
-                        }
-                    } else {
-                        got.hooks.push((path, headers.get("traceparent").cloned()));
-                    }
-                    drop(got);
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
-                    if stream.write_all(answer.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
+    let address = common::http_receiver(move |request| {
+        let mut got = shared.lock().unwrap();
+        if request.path != "/v1/traces" {
+            got.hooks.push((request.path, request.headers.get("traceparent").cloned()));
+            return 200;
         }
+        let export = ExportTraceServiceRequest::decode(request.body.as_slice()).unwrap();
+        for resource in export.resource_spans {
+            let service = resource
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|a| a.key == "service.name")
+                .and_then(|a| a.value.as_ref())
+                .map(|v| format!("{:?}", v.value))
+                .unwrap_or_default();
+            for span in resource.scope_spans.into_iter().flat_map(|s| s.spans) {
+                got.spans.push(Received {
+                    name: span.name,
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent: hex(&span.parent_span_id),
+                    service: service.clone(),
+                });
+            }
+        }
+        200
     });
     (address, got)
 }

@@ -9,8 +9,7 @@ mod common;
 use common::{Demo, endpoint_of, free_port};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,48 +36,15 @@ struct Receiver {
 
 impl Receiver {
     fn start(statuses: &[u16]) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
         let statuses = Arc::new(Mutex::new(statuses.iter().copied().collect::<VecDeque<u16>>()));
         let (log, answers) = (received.clone(), statuses.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().map_while(Result::ok) {
-                let (log, answers) = (log.clone(), answers.clone());
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut stream = stream;
-                    // Requests on the connection, one after another, until it closes.
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let mut headers = HashMap::new();
-                        loop {
-                            let mut header = String::new();
-                            reader.read_line(&mut header).unwrap();
-                            let header = header.trim_end();
-                            if header.is_empty() {
-                                break;
-                            }
-                            let (name, value) = header.split_once(':').unwrap();
-                            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-                        }
-                        let length: usize = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
-                        let mut body = vec![0; length];
-                        reader.read_exact(&mut body).unwrap();
-                        log.lock().unwrap().push(Received { headers, body: String::from_utf8(body).unwrap() });
-                        let status = answers.lock().unwrap().pop_front().unwrap_or(200);
-                        let answer = format!("HTTP/1.1 {status} Answer\r\ncontent-length: 0\r\n\r\n");
-                        if stream.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
+        let address = common::http_receiver(move |request| {
+            let body = String::from_utf8(request.body).unwrap();
+            log.lock().unwrap().push(Received { headers: request.headers, body });
+            answers.lock().unwrap().pop_front().unwrap_or(200)
         });
-        Receiver { url, received, statuses }
+        Receiver { url: format!("http://{address}/hooks"), received, statuses }
     }
 
     /// Waits until `count` requests have come; returns them all.

@@ -300,7 +300,6 @@ impl Capacity {
         Some(Place { ahead, estimate_seconds: turns * model.expected_seconds })
     }
 
-    /// The queued tasks granted a slot since the last call.
     /// The dispatcher is done with a granted task: sent, ended, or back in line.
     pub fn sent(&self, task_id: &str) {
         self.lock().sending.remove(task_id);
@@ -312,6 +311,7 @@ impl Capacity {
         slots.sending.contains(task_id) || slots.queued.contains(task_id)
     }
 
+    /// The queued tasks granted a slot since the last call.
     pub fn take_granted(&self) -> Vec<Grant> {
         std::mem::take(&mut self.lock().granted)
     }

@@ -479,3 +479,56 @@ pub fn get_json(url: &str) -> Value {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
+
+/// A request an [`http_receiver`] took: its path, headers (names lower-cased) and body.
+pub struct Request {
+    pub path: String,
+    pub headers: std::collections::HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+/// A plain HTTP/1.1 server on a loopback port, for the gateway's outgoing calls the tests receive (webhook
+/// deliveries, OTLP exports): each request, one after another on a kept-alive connection, goes to `answer`,
+/// whose status is answered with an empty body. Returns the server's address (`host:port`).
+pub fn http_receiver(answer: impl Fn(Request) -> u16 + Send + Sync + 'static) -> String {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut stream = stream;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+                    let mut headers = std::collections::HashMap::new();
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        let header = header.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap();
+                        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+                    }
+                    let length: usize = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let status = answer(Request { path, headers, body });
+                    let reply = format!("HTTP/1.1 {status} Answer\r\ncontent-length: 0\r\n\r\n");
+                    if stream.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    address
+}

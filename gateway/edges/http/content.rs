@@ -124,11 +124,8 @@ async fn from_storage(state: &Gateway, request: &HttpRequest, file: &MirroredFil
         return Ok(HttpResponse::Found().insert_header((header::LOCATION, url)).finish());
     }
     let etag = format!("\"{}\"", file.sha256);
-    let matches = |value: &header::HeaderValue| {
-        value.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
-    };
-    if request.headers().get(header::IF_NONE_MATCH).is_some_and(matches) {
-        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
+    if let Some(unchanged) = super::not_modified(request, &etag) {
+        return Ok(unchanged);
     }
     let range = requested_range(request, file.size)?;
     let status = if range.is_some() { StatusCode::PARTIAL_CONTENT } else { StatusCode::OK };

@@ -149,6 +149,16 @@ async fn method_not_allowed(req: HttpRequest, allow: std::sync::Arc<str>) -> act
     response
 }
 
+/// The 304 of a request whose `If-None-Match` names `etag` (quoted, as sent) or `*`, if it does.
+fn not_modified(req: &HttpRequest, etag: &str) -> Option<actix_web::HttpResponse> {
+    use actix_web::http::header;
+    let asked = req.headers().get(header::IF_NONE_MATCH)?.to_str().ok()?;
+    asked
+        .split(',')
+        .any(|tag| tag.trim() == etag || tag.trim() == "*")
+        .then(|| actix_web::HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish())
+}
+
 /// The 405 of a submit endpoint, which takes `POST` only (mounted by the generated route table).
 pub async fn post_only(req: HttpRequest) -> actix_web::HttpResponse {
     method_not_allowed(req, "POST".into()).await

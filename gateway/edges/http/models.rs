@@ -4,7 +4,7 @@ use crate::edges::web::error::ApiError;
 use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::models;
-use actix_web::http::header::{self, EntityTag};
+use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
@@ -31,17 +31,12 @@ async fn schema(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let model = state.registry.enabled(&id)?;
-    let etag = EntityTag::new_strong(model.schema_version.to_string());
-    let unchanged = req
-        .headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|asked| asked.split(',').any(|tag| tag.trim() == etag.to_string() || tag.trim() == "*"));
-    if unchanged {
-        return Ok(HttpResponse::NotModified().insert_header(header::ETag(etag)).finish());
+    let etag = format!("\"{}\"", model.schema_version);
+    if let Some(unchanged) = super::not_modified(&req, &etag) {
+        return Ok(unchanged);
     }
     Ok(HttpResponse::Ok()
         .content_type("application/schema+json")
-        .insert_header(header::ETag(etag))
+        .insert_header((header::ETAG, etag))
         .body(model.published_schema))
 }

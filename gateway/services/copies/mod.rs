@@ -151,13 +151,11 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
     // A copy about to be made, after the write that ended its task: the crash window a queued copy must
     // survive (tested).
     crate::support::failpoint::reached("before-mirror");
-    mirror.attempts = mirror.attempts.saturating_add(1);
     let mut results = task.results.clone();
     let retry_ms = match copy_all(state, &task, &mirror).await {
         // The storage is down, which says nothing of this copy: it waits for the storage without using up
         // an attempt, and keeps its place (its due time moves, its attempts do not).
         Err(Failed::Storage(error)) => {
-            mirror.attempts -= 1;
             let wait = state.settings.copy_retry_delays_ms.first().copied().unwrap_or(1_000);
             tracing::warn!(
                 task_id = task.task_id,
@@ -168,6 +166,7 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
             Some(now_ms().saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)))
         }
         Ok(files) => {
+            mirror.attempts = mirror.attempts.saturating_add(1);
             let bytes: u64 = files.iter().map(|f| f.size).sum();
             crate::support::metrics::results_mirrored(files.len() as u64, bytes);
             tracing::info!(task_id = task.task_id, files = files.len(), bytes, "results mirrored");
@@ -175,6 +174,7 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
             None
         }
         Err(Failed::Copy(error)) => {
+            mirror.attempts = mirror.attempts.saturating_add(1);
             let delays = &state.settings.copy_retry_delays_ms;
             let delay = delays.get(mirror.attempts as usize - 1).map(|d| i64::try_from(*d).unwrap_or(i64::MAX));
             tracing::warn!(task_id = task.task_id, attempt = mirror.attempts, error, "could not mirror results");
