@@ -64,7 +64,8 @@ pub fn admit(registry: &Registry, endpoint: &EndpointSpec, body: Value) -> Resul
     }
     let request = OperationRequest::parse(model.operation, &body)
         .map_err(|e| Problem::new(Code::invalid_parameter, format!("Invalid request: {e}")))?;
-    let mut envelope = EnvelopeBuilder::new(model);
+    let style = model.style();
+    let mut envelope = EnvelopeBuilder::new(&style);
     request.render(&mut envelope).map_err(|e| Problem::invalid_parameter(e.field, e.to_string()))?;
     Ok(Admitted { model, body, request, envelope: envelope.finish() })
 }

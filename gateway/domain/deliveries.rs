@@ -148,6 +148,32 @@ impl Delivery {
         self.replays = self.replays.saturating_add(1);
     }
 
+    /// Records an attempt made at `at_ms` and what the endpoint answered (its status, or why there was
+    /// none), and decides what comes next: delivered on a 2xx; disabled on 410 Gone (the endpoint asked
+    /// for no more); otherwise due again after the schedule's next delay, failed once it has none left.
+    pub fn record_attempt(&mut self, at_ms: i64, answer: Result<u16, String>, retry_delays_ms: &[u64]) -> Outcome {
+        let status = answer.as_ref().ok().copied();
+        let error = match answer {
+            Ok(200..=299) => None,
+            Ok(status) => Some(format!("the endpoint answered {status}")),
+            Err(e) => Some(e),
+        };
+        self.attempts.push(Attempt { at_ms, status, error });
+        let (state, outcome) = match status {
+            Some(200..=299) => (DeliveryState::Delivered, Outcome::Delivered),
+            Some(410) => (DeliveryState::Disabled, Outcome::Disabled),
+            _ => match retry_delays_ms.get(self.attempts.len() - 1) {
+                Some(delay) => {
+                    self.next_attempt_ms = at_ms.saturating_add(i64::try_from(*delay).unwrap_or(i64::MAX));
+                    (DeliveryState::Pending, Outcome::Retry)
+                }
+                None => (DeliveryState::Failed, Outcome::Failed),
+            },
+        };
+        self.state = state;
+        outcome
+    }
+
     /// What to write after an attempt: `self`, as the attempt left it, unless a replay was asked for while it
     /// ran (`stored` has more replays), which still stands: the attempt is kept, and the delivery is due
     /// when the replay said.
@@ -160,6 +186,29 @@ impl Delivery {
             next_attempt_ms: stored.next_attempt_ms,
             replays: stored.replays,
             ..self
+        }
+    }
+}
+
+/// What one attempt made of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    /// The endpoint answered 410 Gone: it gets nothing more until an operator enables it again.
+    Disabled,
+    /// Due again later.
+    Retry,
+    /// The schedule is used up.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Disabled => "disabled",
+            Outcome::Retry => "retry",
+            Outcome::Failed => "failed",
         }
     }
 }
@@ -178,5 +227,64 @@ impl DeliveryFilter {
         self.account.as_deref().is_none_or(|a| delivery.account == a)
             && self.task_id.as_deref().is_none_or(|t| delivery.task_id == t)
             && self.state.is_none_or(|s| delivery.state == s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending() -> Delivery {
+        Delivery {
+            id: "msg_1".into(),
+            account: "acme".into(),
+            task_id: "task-1".into(),
+            event: "task.success".into(),
+            url: "https://hooks.example/x".into(),
+            created_ms: 0,
+            state: DeliveryState::Pending,
+            next_attempt_ms: 0,
+            attempts: Vec::new(),
+            replays: 0,
+            trace: None,
+        }
+    }
+
+    /// Each row: the answers of the attempts made so far (a status, or none), against a schedule of two
+    /// delays; what the last attempt made of the delivery, and when it is next due.
+    #[test]
+    fn an_attempt_delivers_disables_retries_on_schedule_or_fails() {
+        let delays = [1_000, 5_000];
+        type Row<'a> = (&'a [Option<u16>], Outcome, DeliveryState, i64, Option<&'a str>);
+        let table: &[Row] = &[
+            (&[Some(200)], Outcome::Delivered, DeliveryState::Delivered, 0, None),
+            (&[Some(204)], Outcome::Delivered, DeliveryState::Delivered, 0, None),
+            (&[Some(410)], Outcome::Disabled, DeliveryState::Disabled, 0, Some("the endpoint answered 410")),
+            (&[Some(500)], Outcome::Retry, DeliveryState::Pending, 1_100, Some("the endpoint answered 500")),
+            (&[None], Outcome::Retry, DeliveryState::Pending, 1_100, Some("refused")),
+            (&[None, Some(302)], Outcome::Retry, DeliveryState::Pending, 5_200, Some("the endpoint answered 302")),
+            (
+                &[None, None, Some(503)],
+                Outcome::Failed,
+                DeliveryState::Failed,
+                5_200,
+                Some("the endpoint answered 503"),
+            ),
+            (&[Some(500), Some(500), Some(200)], Outcome::Delivered, DeliveryState::Delivered, 5_200, None),
+        ];
+        for (answers, outcome, state, next, error) in table {
+            let mut delivery = pending();
+            let mut last = None;
+            for (i, answer) in answers.iter().enumerate() {
+                let at_ms = 100 * (i as i64 + 1);
+                last = Some(delivery.record_attempt(at_ms, answer.ok_or_else(|| "refused".to_string()), &delays));
+            }
+            let case = format!("{answers:?}");
+            assert_eq!(last, Some(*outcome), "{case}");
+            assert_eq!(delivery.state, *state, "{case}");
+            assert_eq!(delivery.next_attempt_ms, *next, "{case}");
+            assert_eq!(delivery.attempts.len(), answers.len(), "{case}");
+            assert_eq!(delivery.attempts.last().and_then(|a| a.error.as_deref()), *error, "{case}");
+        }
     }
 }

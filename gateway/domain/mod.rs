@@ -9,6 +9,7 @@ pub mod clock;
 pub mod deliveries;
 pub mod errors;
 pub mod listing;
+pub mod polling;
 pub mod registry;
 pub mod results;
 pub mod tasks;

@@ -91,11 +91,88 @@ impl Mirror {
     pub fn file(&self, index: usize) -> Option<&MirroredFile> {
         (self.state == MirrorState::Mirrored).then(|| self.files.get(index)).flatten()
     }
+
+    /// Records an attempt at the copy made at `now_ms`, and says when to try again (`None`: no more, it is
+    /// mirrored or given up). A failed copy uses an attempt and waits the schedule's next delay, failing for
+    /// good once it has none left; a storage that cannot be written says nothing of the copy, which waits
+    /// the first delay without using an attempt.
+    pub fn record_attempt(&mut self, attempt: CopyAttempt, now_ms: i64, retry_delays_ms: &[u64]) -> Option<i64> {
+        let after = |delay: u64| now_ms.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+        match attempt {
+            CopyAttempt::StorageDown(error) => {
+                self.error = Some(error);
+                Some(after(retry_delays_ms.first().copied().unwrap_or(1_000)))
+            }
+            CopyAttempt::Copied(files) => {
+                self.attempts = self.attempts.saturating_add(1);
+                (self.state, self.files, self.error) = (MirrorState::Mirrored, files, None);
+                None
+            }
+            CopyAttempt::Failed(error) => {
+                self.attempts = self.attempts.saturating_add(1);
+                self.error = Some(error);
+                let delay = retry_delays_ms.get(self.attempts as usize - 1).copied().map(after);
+                if delay.is_none() {
+                    self.state = MirrorState::Failed;
+                }
+                delay
+            }
+        }
+    }
+}
+
+/// What one attempt at a task's copy came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CopyAttempt {
+    /// Every file copied.
+    Copied(Vec<MirroredFile>),
+    /// A file could not be copied (the upstream's URL failed, the storage refused it).
+    Failed(String),
+    /// The storage could not be reached.
+    StorageDown(String),
 }
 
 #[cfg(test)]
 mod tests {
-    use super::FailedItem;
+    use super::{CopyAttempt, FailedItem, Mirror, MirrorState, MirroredFile};
+
+    /// Each row: the attempts made, one a second from 1 s, against a schedule of two delays; the state,
+    /// attempts used and next due time after the last.
+    #[test]
+    fn a_copy_retries_on_schedule_and_waits_out_a_storage_outage_without_using_attempts() {
+        let file = MirroredFile { key: "k".into(), size: 1, content_type: "image/png".into(), sha256: "00".into() };
+        let (copied, failed, down) = (
+            CopyAttempt::Copied(vec![file]),
+            CopyAttempt::Failed("the source answered 404".into()),
+            CopyAttempt::StorageDown("no answer".into()),
+        );
+        let table: Vec<(Vec<&CopyAttempt>, MirrorState, u32, Option<i64>)> = vec![
+            (vec![&copied], MirrorState::Mirrored, 1, None),
+            (vec![&failed], MirrorState::Pending, 1, Some(1_000 + 10_000)),
+            (vec![&failed, &failed], MirrorState::Pending, 2, Some(2_000 + 60_000)),
+            (vec![&failed, &failed, &failed], MirrorState::Failed, 3, None),
+            (vec![&down], MirrorState::Pending, 0, Some(1_000 + 10_000)),
+            (vec![&down, &down, &down, &down], MirrorState::Pending, 0, Some(4_000 + 10_000)),
+            (vec![&failed, &down, &failed, &copied], MirrorState::Mirrored, 3, None),
+        ];
+        for (attempts, state, used, next) in table {
+            let mut mirror = Mirror {
+                state: MirrorState::Pending,
+                sources: Vec::new(),
+                expires_ms: 0,
+                files: Vec::new(),
+                attempts: 0,
+                error: None,
+            };
+            let mut due = None;
+            for (i, attempt) in attempts.iter().enumerate() {
+                due = mirror.record_attempt((*attempt).clone(), 1_000 * (i as i64 + 1), &[10_000, 60_000]);
+            }
+            let case = format!("{attempts:?}");
+            assert_eq!((mirror.state, mirror.attempts, due), (state, used, next), "{case}");
+            assert_eq!(mirror.error.is_none(), state == MirrorState::Mirrored, "{case}");
+        }
+    }
 
     #[test]
     fn the_images_a_success_left_out_are_named_from_where_the_list_stops() {

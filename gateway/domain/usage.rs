@@ -52,11 +52,6 @@ impl Measured {
     };
 }
 
-/// A member that is there, even as `null`.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
-}
-
 impl Usage {
     /// The JSON text, as it came.
     pub fn json(&self) -> &RawValue {
@@ -66,23 +61,6 @@ impl Usage {
     /// As a `Value`, for the task views that merge it into a document.
     pub fn to_value(&self) -> Value {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
-    }
-
-    /// Whether it names `output_tokens` at all, even as `null` (the spec's raw output token field, whose
-    /// presence blocks the equivalent-usage projection).
-    pub fn names_output_tokens(&self) -> bool {
-        #[derive(Default, Deserialize)]
-        #[serde(default)]
-        struct Tokens {
-            #[serde(deserialize_with = "present")]
-            output_tokens: Option<Value>,
-        }
-        let read = |text: &str| {
-            serde_json::from_str::<Tokens>(text)
-                .or_else(|_| serde_json::from_str::<Value>(text).and_then(serde_json::from_value))
-                .unwrap_or_default()
-        };
-        self.may_name("output_tokens") && read(self.0.get()).output_tokens.is_some()
     }
 
     /// False when the text cannot name `member`: it holds neither the name nor an escape that could spell it.
@@ -187,15 +165,6 @@ mod tests {
 
     fn usage(json: &str) -> Usage {
         Usage::from(&*RawValue::from_string(json.into()).unwrap())
-    }
-
-    #[test]
-    fn names_output_tokens_at_the_top_level_even_as_null() {
-        assert!(usage(r#"{"output_tokens":null}"#).names_output_tokens());
-        assert!(usage(r#"{"output\u005ftokens":0}"#).names_output_tokens(), "spelled with an escape");
-        assert!(!usage(r#"{"detail":{"output_tokens":1}}"#).names_output_tokens(), "not at the top level");
-        assert!(!usage(r#"{"image_count":1}"#).names_output_tokens());
-        assert!(!usage("[1]").names_output_tokens());
     }
 
     #[test]

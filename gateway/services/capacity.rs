@@ -69,15 +69,15 @@ enum Waiter {
 
 #[derive(Default)]
 struct Slots {
-    pools: HashMap<PoolId, Pool>,
-    queues: HashMap<PoolId, FairQueue<Waiter>>,
+    pools: HashMap<PoolId, Pool, foldhash::fast::RandomState>,
+    queues: HashMap<PoolId, FairQueue<Waiter>, foldhash::fast::RandomState>,
     /// Tasks the upstream has, by id: the pool and key of the slot each holds.
-    held: HashMap<String, (&'static ModelSpec, usize)>,
+    held: HashMap<String, (&'static ModelSpec, usize), foldhash::fast::RandomState>,
     granted: Vec<Grant>,
     /// Tasks granted a slot and not yet sent or back in line.
-    sending: std::collections::HashSet<String>,
+    sending: std::collections::HashSet<String, foldhash::fast::RandomState>,
     /// Tasks in a line: one is never in two places (two sends of one job).
-    queued: std::collections::HashSet<String>,
+    queued: std::collections::HashSet<String, foldhash::fast::RandomState>,
 }
 
 pub struct Capacity {

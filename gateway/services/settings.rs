@@ -2,6 +2,7 @@
 //! accounts' limits, the webhooks' schedule and the billing baseline. The binary reads them from the config
 //! file (`app::config`), where each is a section.
 
+use crate::domain::polling::PollSchedule;
 use serde::Deserialize;
 
 /// The settings every use case reads, handed over by the binary.
@@ -49,6 +50,14 @@ pub struct LimitsConfig {
     pub max_in_flight_per_account: usize,
     /// Requests per second per key, with a burst of the same size.
     pub requests_per_second_per_key: u32,
+}
+
+impl PollerConfig {
+    /// The bounds the poller spaces its looks at one task within.
+    pub fn schedule(&self) -> PollSchedule {
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        PollSchedule { min_interval_ms: ms(self.min_interval_ms), max_interval_ms: ms(self.max_interval_ms) }
+    }
 }
 
 impl Default for PollerConfig {

@@ -277,4 +277,24 @@ mod tests {
         assert_eq!(measured(r#"{"input_tokens": 10, "output_tokens": null}"#).output_tokens, Reading::Unusable);
         assert_eq!(measured("[1]"), Measured::default());
     }
+
+    /// The raw output-token field, whose presence blocks the equivalent-usage projection: there at the top
+    /// level, even as `null` or spelled with an escape, and nowhere else.
+    #[test]
+    fn a_raw_output_token_field_is_read_as_present_however_it_is_spelled() {
+        let tokens = |text: &str| {
+            let raw = serde_json::value::RawValue::from_string(text.to_string()).unwrap();
+            measure(&Usage::from(&*raw)).output_tokens
+        };
+        for (text, absent) in [
+            (r#"{"output_tokens":null}"#, false),
+            (r#"{"output\u005ftokens":0}"#, false),
+            (r#"{"output_tokens":"many"}"#, false),
+            (r#"{"detail":{"output_tokens":1}}"#, true),
+            (r#"{"image_count":1}"#, true),
+            ("[1]", true),
+        ] {
+            assert_eq!(tokens(text) == Reading::Absent, absent, "{text}");
+        }
+    }
 }

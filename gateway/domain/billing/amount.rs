@@ -2,7 +2,7 @@
 //! decimal number of units (`50`, `1.5`), at most six decimals, since the books keep micro-units. Whole
 //! micro-units are taken only where the person said so (`--micros`); the admin HTTP API takes micro-units.
 
-use super::MAX_MICROS;
+use super::micros::MAX_MICROS;
 
 /// Why a typed amount was refused; each message names the unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 //! its entries and is never negative, each entry is numbered once, and every task's money adds up (at most
 //! one hold and one settlement entry per pot, a charge within `[0, hold]`, entries that sum to its charge).
 
+use super::TaskBilling;
 use super::books::{Entry, EntryKind, Funds, Pot};
-use super::{TaskBilling, checked_sum};
+use super::micros::checked_sum;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! The books: an account's pots, the entries that move money in and out of them, and the order in which
 //! pots fund a request. Plain types and rules, shared by every store backend.
 
-use super::checked_sum;
+use super::micros::checked_sum;
 use serde::{Deserialize, Serialize};
 
 /// Where money comes from, in funding order.

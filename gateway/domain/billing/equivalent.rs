@@ -2,18 +2,24 @@
 //! tokens with one global baseline, frozen on each task at submission.
 
 use crate::domain::catalog::{BillingRule, ModelSpec};
-use crate::domain::usage::Usage;
+use crate::domain::usage::{Measured, Reading, Usage};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt::Write;
 
 /// The projected output tokens, or `None` where the rules say nothing is mapped: a token-priced model, or
-/// an upstream `usage` that carries a raw output-token field at all (even `0`, `null` or garbage).
-pub fn tokens(model: &ModelSpec, list_price: i64, baseline_per_million: u64, usage: Option<&Usage>) -> Option<u64> {
+/// an upstream report that carries a raw output-token field at all (even `0`, `null` or garbage), which the
+/// upstream's adapter reads into `measured` as anything but absent.
+pub fn tokens(
+    model: &ModelSpec,
+    list_price: i64,
+    baseline_per_million: u64,
+    measured: Option<&Measured>,
+) -> Option<u64> {
     if matches!(model.billing, BillingRule::PerToken { .. }) || baseline_per_million == 0 {
         return None;
     }
-    if usage.is_some_and(Usage::names_output_tokens) {
+    if measured.is_some_and(|m| m.output_tokens != Reading::Absent) {
         return None;
     }
     Some((list_price.max(0) as u128 * 1_000_000 / baseline_per_million as u128) as u64)

@@ -8,19 +8,12 @@ pub mod amount;
 pub mod audit;
 pub mod books;
 pub mod equivalent;
+pub mod micros;
 pub mod pricing;
 #[cfg(test)]
 mod tests;
 
-/// The largest amount of money the gateway keeps anywhere, in micro-units: 10^16 (ten billion units). An
-/// amount, a price, or a pot or sum after a change beyond it is refused, so no arithmetic on money can
-/// overflow (three full pots still fit an `i64` many times over).
-pub const MAX_MICROS: i64 = 10_000_000_000_000_000;
-
-/// `a + b`, if it stays within `±MAX_MICROS`.
-pub fn checked_sum(a: i64, b: i64) -> Option<i64> {
-    a.checked_add(b).filter(|sum| sum.abs() <= MAX_MICROS)
-}
+pub use micros::{MAX_MICROS, checked_sum};
 
 use crate::domain::usage::Measured;
 use books::{EntryKind, Posting, Pot};

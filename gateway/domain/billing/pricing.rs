@@ -172,7 +172,7 @@ pub fn actual(model: &ModelSpec, quoted: i64, units: &Units, measured: &Measured
 /// An amount clamped into `[0, MAX_MICROS]`: a price beyond the maximum cannot be held, so it is refused
 /// at the hold rather than wrapped.
 fn money(amount: i128) -> i64 {
-    amount.clamp(0, i128::from(super::MAX_MICROS)) as i64
+    amount.clamp(0, i128::from(super::micros::MAX_MICROS)) as i64
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! from the spec; this module applies the model's envelope style and value transforms. Each value is
 //! written straight into its object's JSON text: no `Value` tree to build, drop and serialize again.
 
-use super::{Envelope, ModelSpec, Transform, ratio_of_size, tier_of_size};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -37,9 +36,49 @@ pub struct RenderError {
     pub message: String,
 }
 
+/// Upstream body shape of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    Plain,
+    Messages,
+}
+
+/// Value conversions applied while rendering the upstream envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    Uppercase,
+    SizeToResolution,
+    SizeToResolutionRatio,
+}
+
+/// What rendering needs to know of one model and of the upstream's size tables (the catalog fills it in:
+/// `ModelSpec::style`), so that this module names nothing generated.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub model_id: &'static str,
+    pub model_code: &'static str,
+    pub envelope: Envelope,
+    /// Per client field, a transform that overrides the operation's.
+    pub transforms: &'static [(&'static str, Transform)],
+    /// Resolution tier -> its `W*H` sizes.
+    pub size_tiers: &'static [(&'static str, &'static [&'static str])],
+    /// `(tier, ratio, W*H size)`.
+    pub ratio_sizes: &'static [(&'static str, &'static str, &'static str)],
+}
+
+impl Style {
+    fn tier_of(&self, size: &str) -> Option<&'static str> {
+        self.size_tiers.iter().find(|(_, sizes)| sizes.contains(&size)).map(|(tier, _)| *tier)
+    }
+
+    fn ratio_of(&self, size: &str) -> Option<(&'static str, &'static str)> {
+        self.ratio_sizes.iter().find(|(_, _, s)| *s == size).map(|(tier, ratio, _)| (*tier, *ratio))
+    }
+}
+
 /// Collects the rendered fields of one request for one model.
 pub struct EnvelopeBuilder<'a> {
-    model: &'a ModelSpec,
+    model: &'a Style,
     input: Members,
     parameters: Members,
     /// The user message's content items: images first, then texts.
@@ -48,7 +87,7 @@ pub struct EnvelopeBuilder<'a> {
 }
 
 impl<'a> EnvelopeBuilder<'a> {
-    pub fn new(model: &'a ModelSpec) -> EnvelopeBuilder<'a> {
+    pub fn new(model: &'a Style) -> EnvelopeBuilder<'a> {
         EnvelopeBuilder {
             model,
             input: Members::default(),
@@ -95,17 +134,21 @@ impl<'a> EnvelopeBuilder<'a> {
                         None => target.member(field.upstream, &value),
                     },
                     Transform::SizeToResolution => {
-                        let tier = size.and_then(tier_of_size).ok_or_else(|| RenderError {
+                        let tier = size.and_then(|size| self.model.tier_of(size)).ok_or_else(|| RenderError {
                             field: field.client,
                             message: format!("{value} is not a size of any resolution tier"),
                         })?;
                         target.member(field.upstream, &tier);
                     }
                     Transform::SizeToResolutionRatio => {
-                        let (tier, ratio) = size.and_then(ratio_of_size).ok_or_else(|| RenderError {
-                            field: field.client,
-                            message: format!("{value} has no resolution and ratio on model `{}`", self.model.id),
-                        })?;
+                        let (tier, ratio) =
+                            size.and_then(|size| self.model.ratio_of(size)).ok_or_else(|| RenderError {
+                                field: field.client,
+                                message: format!(
+                                    "{value} has no resolution and ratio on model `{}`",
+                                    self.model.model_id
+                                ),
+                            })?;
                         target.member("resolution", &tier);
                         target.member("ratio", &ratio);
                     }

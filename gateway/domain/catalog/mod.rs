@@ -11,6 +11,8 @@ pub use generated::*;
 
 pub mod envelope;
 
+pub use envelope::{Envelope, Transform};
+
 /// Whether a model or endpoint makes videos or images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -50,13 +52,6 @@ pub enum SyncResponse {
     ImagesStandard,
 }
 
-/// Upstream body shape of a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Envelope {
-    Plain,
-    Messages,
-}
-
 /// Sound of a video model's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audio {
@@ -64,14 +59,6 @@ pub enum Audio {
     /// `audio=false` is honoured.
     Optional,
     None,
-}
-
-/// Value conversions applied while rendering the upstream envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transform {
-    Uppercase,
-    SizeToResolution,
-    SizeToResolutionRatio,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -219,6 +206,18 @@ impl ModelSpec {
         EndpointSpec::of(self.operation)
     }
 
+    /// What rendering its upstream envelope needs to know of it.
+    pub fn style(&self) -> envelope::Style {
+        envelope::Style {
+            model_id: self.id,
+            model_code: self.model_code,
+            envelope: self.envelope,
+            transforms: self.transforms,
+            size_tiers: SIZE_TIERS,
+            ratio_sizes: RATIO_SIZES,
+        }
+    }
+
     /// The default of `field` as JSON text, if the spec gives one.
     pub fn default_of(&self, field: &str) -> Option<&'static str> {
         self.defaults.iter().find(|(f, _, _)| *f == field).map(|(_, v, _)| *v)
@@ -235,9 +234,4 @@ impl EndpointSpec {
 /// The resolution tier (`720P`) of a `W*H` size.
 pub fn tier_of_size(size: &str) -> Option<&'static str> {
     SIZE_TIERS.iter().find(|(_, sizes)| sizes.contains(&size)).map(|(tier, _)| *tier)
-}
-
-/// `(tier, ratio)` of a `W*H` size in the ratio table.
-pub fn ratio_of_size(size: &str) -> Option<(&'static str, &'static str)> {
-    RATIO_SIZES.iter().find(|(_, _, s)| *s == size).map(|(tier, ratio, _)| (*tier, *ratio))
 }

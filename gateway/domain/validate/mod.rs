@@ -2,27 +2,14 @@
 //! operation's cross-field rules and size checks, every violation reported at once with the field it is about.
 
 mod rules;
+mod violation;
 
 pub use rules::RuleSet;
+pub use violation::Violation;
 
 use crate::domain::catalog::{ModelSpec, OperationSpec};
 use jsonschema::error::ValidationErrorKind;
-use serde::Serialize;
 use serde_json::{Map, Value};
-
-/// One thing wrong with a request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    /// The field, as a dotted path (`ref_images_url[3]`), or empty for the body as a whole.
-    pub param: String,
-    pub message: String,
-}
-
-impl Violation {
-    pub fn new(param: impl Into<String>, message: impl Into<String>) -> Violation {
-        Violation { param: param.into(), message: message.into() }
-    }
-}
 
 /// A model's validator, compiled once at start-up.
 pub struct ModelValidator {

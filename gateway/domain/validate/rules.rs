@@ -1,6 +1,6 @@
 //! The cross-field rules of `spec/operations/*.yaml` (`rules:`), checked with messages that name the field.
 
-use super::Violation;
+use super::violation::Violation;
 use crate::domain::catalog::OperationSpec;
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -97,7 +97,7 @@ fn sync_answer(
     // Display only: the list price of what was delivered, converted with the baseline frozen on the task.
     let projected = finished.billing.as_ref().and_then(|billing| {
         let list_price = billing.settlement.as_ref()?.list_price;
-        equivalent::tokens(model, list_price, billing.baseline, finished.usage.as_ref())
+        equivalent::tokens(model, list_price, billing.baseline, finished.measured.as_ref())
     });
     let mut response = HttpResponse::Ok();
     if projected.is_some() {

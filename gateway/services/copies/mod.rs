@@ -13,7 +13,7 @@ pub mod links;
 use crate::domain::catalog::ModelSpec;
 use crate::domain::clock::{local_time, now_ms};
 use crate::domain::errors::{Code, Problem};
-use crate::domain::results::{Mirror, MirrorState, MirroredFile};
+use crate::domain::results::{CopyAttempt, Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
 use crate::ports::files::{ByteStream, FileError, PutError, ResultFiles};
 use crate::ports::upstream::Fetched;
@@ -152,75 +152,60 @@ async fn attempt(state: &Gateway, task: TaskRecord) {
     // survive (tested).
     crate::support::failpoint::reached("before-mirror");
     let mut results = task.results.clone();
-    let retry_ms = match copy_all(state, &task, &mirror).await {
-        // The storage is down, which says nothing of this copy: it waits for the storage without using up
-        // an attempt, and keeps its place (its due time moves, its attempts do not).
-        Err(Failed::Storage(error)) => {
-            let wait = state.settings.copy_retry_delays_ms.first().copied().unwrap_or(1_000);
+    let attempt = copy_all(state, &task, &mirror).await;
+    match &attempt {
+        CopyAttempt::Copied(files) => {
+            let bytes: u64 = files.iter().map(|f| f.size).sum();
+            crate::support::metrics::results_mirrored(files.len() as u64, bytes);
+            tracing::info!(task_id = task.task_id, files = files.len(), bytes, "results mirrored");
+        }
+        CopyAttempt::Failed(error) => {
+            tracing::warn!(task_id = task.task_id, attempt = mirror.attempts + 1, error, "could not mirror results");
+        }
+        CopyAttempt::StorageDown(error) => {
             tracing::warn!(
                 task_id = task.task_id,
                 error,
                 "the result storage cannot be written; the copy waits for it"
             );
-            mirror.error = Some(error);
-            Some(now_ms().saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)))
         }
-        Ok(files) => {
-            mirror.attempts = mirror.attempts.saturating_add(1);
-            let bytes: u64 = files.iter().map(|f| f.size).sum();
-            crate::support::metrics::results_mirrored(files.len() as u64, bytes);
-            tracing::info!(task_id = task.task_id, files = files.len(), bytes, "results mirrored");
-            (mirror.state, mirror.files, mirror.error) = (MirrorState::Mirrored, files, None);
-            None
-        }
-        Err(Failed::Copy(error)) => {
-            mirror.attempts = mirror.attempts.saturating_add(1);
-            let delays = &state.settings.copy_retry_delays_ms;
-            let delay = delays.get(mirror.attempts as usize - 1).map(|d| i64::try_from(*d).unwrap_or(i64::MAX));
-            tracing::warn!(task_id = task.task_id, attempt = mirror.attempts, error, "could not mirror results");
-            mirror.error = Some(error);
-            match delay {
-                Some(delay) => Some(now_ms().saturating_add(delay)),
-                None => {
-                    crate::support::metrics::results_mirror_failed(mirror.sources.len() as u64);
-                    mirror.state = MirrorState::Failed;
-                    results.clone_from(&mirror.sources);
-                    None
-                }
-            }
-        }
-    };
+    }
+    let retry_ms = mirror.record_attempt(attempt, now_ms(), &state.settings.copy_retry_delays_ms);
+    if mirror.state == MirrorState::Failed {
+        crate::support::metrics::results_mirror_failed(mirror.sources.len() as u64);
+        // Given up: the task's results point at the upstream's own URLs again, while they last.
+        results.clone_from(&mirror.sources);
+    }
     // Not written (the store is down): the copy stays queued, and is made again once its lease ends.
     if let Err(e) = state.store.save_mirror(&task.task_id, mirror, results, retry_ms).await {
         tracing::warn!(task_id = task.task_id, error = %e, "could not record a result copy; it will be made again");
     }
 }
 
-/// Why a copy was not made.
-enum Failed {
-    /// The upstream's file could not be had: an attempt used.
-    Copy(String),
-    /// The result storage did not answer: it waits for the storage.
-    Storage(String),
-}
-
-async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> Result<Vec<MirroredFile>, Failed> {
+/// Copies every result file; what came of it (never `Copied` with a file missing).
+async fn copy_all(state: &Gateway, task: &TaskRecord, mirror: &Mirror) -> CopyAttempt {
     let files = &state.copies.files;
     let mut copied = Vec::with_capacity(mirror.sources.len());
     for (index, source) in mirror.sources.iter().enumerate() {
-        let fetched = fetch(state, task, &source.url, None).await.map_err(Failed::Copy)?;
-        if !(200..300).contains(&fetched.status) {
-            return Err(Failed::Copy(format!("result {index}: the upstream answered {}", fetched.status)));
-        }
+        let fetched = match fetch(state, task, &source.url, None).await {
+            Ok(fetched) if (200..300).contains(&fetched.status) => fetched,
+            Ok(fetched) => {
+                return CopyAttempt::Failed(format!("result {index}: the upstream answered {}", fetched.status));
+            }
+            Err(e) => return CopyAttempt::Failed(e),
+        };
         let content_type = fetched.content_type.unwrap_or_else(|| default_content_type(&source.kind).to_string());
         let path = files.path(&task.task_id, index, mirror.expires_ms);
-        let stored = files.put(&path, &content_type, fetched.body).await.map_err(|e| match e {
-            PutError::Source(e) | PutError::Refused(e) => Failed::Copy(format!("result {index}: {e}")),
-            PutError::Unavailable(e) => Failed::Storage(format!("result {index}: {e}")),
-        })?;
+        let stored = match files.put(&path, &content_type, fetched.body).await {
+            Ok(stored) => stored,
+            Err(PutError::Source(e) | PutError::Refused(e)) => {
+                return CopyAttempt::Failed(format!("result {index}: {e}"));
+            }
+            Err(PutError::Unavailable(e)) => return CopyAttempt::StorageDown(format!("result {index}: {e}")),
+        };
         copied.push(MirroredFile { key: path, size: stored.size, content_type, sha256: stored.sha256 });
     }
-    Ok(copied)
+    CopyAttempt::Copied(copied)
 }
 
 /// One of `task`'s result files as the upstream of its model's region serves it (its `range`, if asked).

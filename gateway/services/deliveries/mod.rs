@@ -9,7 +9,7 @@ pub mod callbacks;
 pub mod signing;
 
 use crate::domain::clock::now_ms;
-use crate::domain::deliveries::{Attempt, Delivery, DeliveryState};
+use crate::domain::deliveries::{Delivery, Outcome};
 use crate::ports::storage::StoreError;
 use crate::services::Gateway;
 use crate::services::tasks::answers::answer;
@@ -67,42 +67,19 @@ async fn attempt(state: &Gateway, mut delivery: Delivery) -> bool {
     crate::support::failpoint::reached("before-delivery");
     let at_ms = now_ms();
     let answer = send(state, &delivery, at_ms).await;
-    let status = answer.as_ref().ok().copied();
-    let error = match &answer {
-        Ok(status) if (200..300).contains(status) => None,
-        Ok(status) => Some(format!("the endpoint answered {status}")),
-        Err(e) => Some(e.clone()),
-    };
-    delivery.attempts.push(Attempt { at_ms, status, error });
-    let outcome = match status {
-        Some(200..=299) => {
-            delivery.state = DeliveryState::Delivered;
-            "delivered"
+    let outcome = delivery.record_attempt(at_ms, answer, &state.settings.webhooks.retry_delays_ms);
+    if outcome == Outcome::Disabled {
+        let url = delivery.url.clone();
+        let disable = Box::new(move |s: &mut crate::domain::deliveries::WebhookSettings| {
+            if !s.disabled.contains(&url) {
+                s.disabled.push(url);
+            }
+        });
+        if let Err(e) = state.store.change_webhook_settings(&delivery.account, disable).await {
+            tracing::warn!(error = %e, url = delivery.url, "could not disable a gone endpoint");
         }
-        Some(410) => {
-            delivery.state = DeliveryState::Disabled;
-            let url = delivery.url.clone();
-            let disable = Box::new(move |s: &mut crate::domain::deliveries::WebhookSettings| {
-                if !s.disabled.contains(&url) {
-                    s.disabled.push(url);
-                }
-            });
-            if let Err(e) = state.store.change_webhook_settings(&delivery.account, disable).await {
-                tracing::warn!(error = %e, url = delivery.url, "could not disable a gone endpoint");
-            }
-            "disabled"
-        }
-        _ => match state.settings.webhooks.retry_delays_ms.get(delivery.attempts.len() - 1) {
-            Some(delay) => {
-                delivery.next_attempt_ms = at_ms.saturating_add(i64::try_from(*delay).unwrap_or(i64::MAX));
-                "retry"
-            }
-            None => {
-                delivery.state = DeliveryState::Failed;
-                "failed"
-            }
-        },
-    };
+    }
+    let (outcome, status) = (outcome.as_str(), delivery.attempts.last().and_then(|a| a.status));
     crate::support::metrics::webhook_attempt(outcome);
     tracing::info!(delivery = delivery.id, task_id = delivery.task_id, status, outcome, "webhook attempt");
     // Not written (the store is down): the delivery stays due, and is attempted again.

@@ -13,7 +13,6 @@ use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::Gateway;
 use crate::services::capacity::{Capacity, Grant};
 use crate::services::errors::ServiceError;
-use crate::services::settings::PollerConfig;
 use crate::support::telemetry;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -138,7 +137,7 @@ pub async fn taken(
     envelope: Option<String>,
 ) -> Result<Option<TaskRecord>, ServiceError> {
     let task_id = task.task_id().to_string();
-    let first_poll = now_ms() + first_interval_ms(model, &state.settings.poller);
+    let first_poll = now_ms() + state.settings.poller.schedule().first(model.expected_seconds);
     let id = upstream_id.clone();
     let forwarded = state
         .store
@@ -177,12 +176,6 @@ pub async fn taken(
         state.poller.schedule(forwarded.task.clone());
     }
     Ok(Some(forwarded.task))
-}
-
-/// The first query waits for part of the model's expected run time.
-fn first_interval_ms(model: &ModelSpec, config: &PollerConfig) -> i64 {
-    let expected = model.expected_seconds as i64 * 1000;
-    (expected / 4).clamp(config.min_interval_ms as i64, config.max_interval_ms as i64)
 }
 
 /// Sends the queued tasks granted a slot, until the process ends. Call once, on the actix system.

@@ -344,7 +344,8 @@ pub fn equivalent_usage(task: &TaskRecord) -> Option<Value> {
     let model = crate::domain::catalog::ModelSpec::find(&task.model)?;
     let billing = task.billing.as_ref()?;
     let list_price = billing.settlement.as_ref()?.list_price;
-    let tokens = crate::domain::billing::equivalent::tokens(model, list_price, billing.baseline, task.usage.as_ref())?;
+    let tokens =
+        crate::domain::billing::equivalent::tokens(model, list_price, billing.baseline, task.measured.as_ref())?;
     Some(crate::domain::billing::equivalent::object(tokens))
 }
 

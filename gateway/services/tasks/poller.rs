@@ -17,6 +17,7 @@ use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker, UpstreamCreated};
 use super::{OpenTask, fail, finish};
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::clock::now_ms;
+use crate::domain::polling::RETRY_MS;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoreError, TaskRef};
 use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, Observed, UpstreamError};
@@ -43,8 +44,6 @@ const STORE_WRITES_IN_FLIGHT: usize = 32;
 /// How long past its deadline a task the upstream cannot be asked about (an outage) is still asked about
 /// before it times out: the upstream may have finished it, and a timeout gives its money back for good.
 const LAST_LOOK_GRACE_MS: i64 = 60 * 60 * 1000;
-/// Shortest pause after a failed query or list.
-const RETRY_MS: i64 = 2000;
 /// How often live tasks nobody polls (another process stopped) are claimed from the store.
 const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Tasks leased to this process read back each second, to check the poller has them.
@@ -111,11 +110,6 @@ impl Poller {
     fn take_leased(&self) -> Vec<TaskRecord> {
         std::mem::take(&mut *self.leased.lock().unwrap_or_else(|e| e.into_inner()))
     }
-}
-
-/// Later queries: a fifth of the task's age, within the configured bounds.
-fn next_interval_ms(age_ms: i64, config: &PollerConfig) -> i64 {
-    (age_ms / 5).clamp(config.min_interval_ms as i64, config.max_interval_ms as i64)
 }
 
 /// Runs until the process ends. Call once, on the actix system.
@@ -601,19 +595,16 @@ impl Sweeper {
 
     /// When to look at a live task again.
     fn next_due(&self, slot: Slot, now: i64) -> i64 {
-        now + next_interval_ms(self.age(slot, now), self.config())
+        now + self.config().schedule().next(self.age(slot, now))
     }
 
-    /// When to look again at a live task a list reported. A list look costs a fraction of a query, so it
-    /// comes after half the interval: an end is seen within half an interval, and the other half is left
-    /// for fetching the results of every task the same list showed ended, so detection stays within one.
+    /// When to look again at a live task a list reported.
     fn next_list_look(&self, slot: Slot, now: i64) -> i64 {
-        let half = next_interval_ms(self.age(slot, now), self.config()) / 2;
-        now + half.max(self.config().min_interval_ms as i64)
+        now + self.config().schedule().after_list(self.age(slot, now))
     }
 
     fn retry_due(&self, slot: Slot, now: i64) -> i64 {
-        self.next_due(slot, now).max(now + RETRY_MS)
+        now + self.config().schedule().after_failure(self.age(slot, now))
     }
 
     fn age(&self, slot: Slot, now: i64) -> i64 {

@@ -1,6 +1,6 @@
 //! The store's tables, and the one list of them that start-up creates and log replay looks names up in.
 
-use super::StoreError;
+use crate::ports::storage::StoreError;
 use redb::{Key, TableDefinition, Value, WriteTransaction};
 use std::cmp::Ordering;
 
