@@ -1,6 +1,6 @@
 //! The layers hold: every import in `gateway/` points down the layers ARCHITECTURE.md draws, the modules of a
-//! layer import each other without a cycle, and so do the files of a module. (A layer's root, its `mod.rs`,
-//! may hold what its modules share: the services' `Gateway`.) Read from the source itself
+//! layer import each other without a cycle, and so do its files, a parent and its children included (a
+//! `mod.rs` that a child imports from imports none of its children). Read from the source itself
 //! (`use` lines and paths in code, comments left out), plus the paths the code generator writes into the
 //! catalog, so a back-edge fails this test whatever file it is added in.
 #![allow(clippy::unwrap_used)]
@@ -376,6 +376,17 @@ fn violations(root: &Path) -> Vec<String> {
     for group in cycles(&files) {
         found.push(format!("sibling modules import each other in a circle: {}", group.join(", ")));
     }
+    // Any modules of a layer, a parent and its children included: no circle, so each file can be read
+    // knowing only what it imports.
+    let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, from, to) in &all {
+        if from.first() == to.first() {
+            modules.entry(from.join("::")).or_default().insert(to.join("::"));
+        }
+    }
+    for group in cycles(&modules) {
+        found.push(format!("files import each other in a circle: {}", group.join(", ")));
+    }
     // Crates a layer may not name.
     for source in sources(root) {
         let Some(layer) = layer_of(&source.module) else { continue };
@@ -409,7 +420,8 @@ fn imports_point_down_the_layers_without_cycles() {
 }
 
 /// The check itself, on a small crate laid out in a temporary directory: a back-edge, a circle between two
-/// modules of a layer, and a framework in the domain are each found; the same crate without them is clean.
+/// modules of a layer, a parent and a child that import each other, and a framework in the domain are each
+/// found; the same crate without them is clean.
 #[test]
 fn the_check_finds_a_back_edge_a_circle_and_a_framework_in_the_domain() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,12 +457,18 @@ fn the_check_finds_a_back_edge_a_circle_and_a_framework_in_the_domain() {
         "domain/catalog/mod.rs",
         "pub struct Model;\npub fn of() { crate::domain::billing::price(&Model); tokio::spawn(async {}); }\n",
     );
+    write("services/mod.rs", "pub mod submit;\npub struct Gateway;\npub fn start() { self::submit::run() }\n");
+    write(
+        "services/submit.rs",
+        "use crate::domain::billing;\nuse super::Gateway;\npub fn run() { billing::price(&crate::domain::catalog::Model) }\n",
+    );
     let found = violations(&root);
     let expected = [
         "gateway/domain/billing.rs -> services::submit: domain may not import services",
         "gateway/domain/catalog/mod.rs -> tokio: the domain layer does not use tokio",
         "gateway/edges/console.rs -> edges::http: the edges do not import each other",
         "modules import each other in a circle: domain::billing, domain::catalog",
+        "files import each other in a circle: services, services::submit",
     ];
     for line in expected {
         assert!(found.iter().any(|f| f == line), "{line} not in {found:#?}");

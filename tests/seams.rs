@@ -26,12 +26,13 @@ use mediagate::ports::storage::{
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
 use mediagate::services::accounts::Credit;
-use mediagate::services::copies::Copies;
-use mediagate::services::copies::links::Links;
-use mediagate::services::operators::Operators;
-use mediagate::services::settings::{PollerConfig, Settings};
+use mediagate::services::runtime::copies::Copies;
+use mediagate::services::runtime::links::Links;
+use mediagate::services::runtime::operators::Operators;
+use mediagate::services::runtime::settings::{PollerConfig, Settings};
+use mediagate::services::runtime::{Gateway, Parts};
 use mediagate::services::submit::{Submission, Submitted};
-use mediagate::services::{Gateway, Parts, accounts, auth, submit};
+use mediagate::services::{accounts, auth, startup, submit};
 use serde_json::json;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -129,7 +130,7 @@ async fn gateway(dir: &std::path::Path, upstream: Arc<dyn Upstream>) -> Arc<Gate
         settings: Settings { poller, ..Settings::default() },
         finished_task_cache_bytes: 0,
     };
-    Arc::new(Gateway::start(parts).await.unwrap())
+    Arc::new(startup::start(parts).await.unwrap())
 }
 
 /// A submission reaches the upstream through the port, the poller follows the task to its end through the
@@ -438,7 +439,7 @@ fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
             settings: Settings::default(),
             finished_task_cache_bytes: 0,
         };
-        let gateway = Gateway::start(parts).await.unwrap();
+        let gateway = startup::start(parts).await.unwrap();
         store.ensure_account("acme").await.unwrap();
 
         let view = accounts::credit(&gateway, "acme", Credit::TopUp, 50_000_000, "hello".into()).await.unwrap();

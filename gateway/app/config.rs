@@ -3,7 +3,7 @@
 
 use crate::adapters::files::S3Config;
 use crate::adapters::upstream::UpstreamConfig;
-use crate::services::settings::{BillingConfig, LimitsConfig, PollerConfig, WebhooksConfig};
+use crate::services::runtime::settings::{BillingConfig, LimitsConfig, PollerConfig, WebhooksConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

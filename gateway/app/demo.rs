@@ -123,7 +123,10 @@ async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, 
 
 /// The demo account's newest webhook secret (made on its first start), kept in the data dir for a receiver
 /// to verify deliveries with.
-async fn demo_webhook_secret(state: &crate::services::Gateway, options: &DemoOptions) -> Result<String, String> {
+async fn demo_webhook_secret(
+    state: &crate::services::runtime::Gateway,
+    options: &DemoOptions,
+) -> Result<String, String> {
     let (secret, _) = crate::services::accounts::first_secret(state, DEMO_ACCOUNT).await.map_err(|e| e.to_string())?;
     let path = options.data_dir.join("demo-webhook-secret");
     std::fs::write(&path, &secret).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -4,9 +4,9 @@ use crate::adapters::store::{LINK_SECRET, kept_link_secret};
 use crate::adapters::upstream::Upstreams;
 use crate::app::config::Config;
 use crate::ports::storage::Storage;
-use crate::services::operators::Operators;
-use crate::services::settings::Settings;
-use crate::services::{Gateway, Parts};
+use crate::services::runtime::operators::Operators;
+use crate::services::runtime::settings::Settings;
+use crate::services::runtime::{Gateway, Parts};
 use actix_web::{App, HttpServer, middleware, web};
 use std::sync::Arc;
 
@@ -47,8 +47,8 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
     let results = &config.results;
     let files = Arc::new(crate::adapters::files::Files::new(&files_config(&config)).map_err(io)?);
     let base = results.public_url.clone().unwrap_or_else(|| public_url(&config, config.listen));
-    let links = crate::services::copies::links::Links::new(&base, &secret).map_err(io)?;
-    let copies = crate::services::copies::Copies::new(files, links, results.mirror, results.retention_days);
+    let links = crate::services::runtime::links::Links::new(&base, &secret).map_err(io)?;
+    let copies = crate::services::runtime::copies::Copies::new(files, links, results.mirror, results.retention_days);
     // Cookies are `Secure` where browsers reach the gateway over HTTPS: its own TLS, or a public URL behind a
     // proxy that terminates it.
     let secure = config.tls.is_some() || results.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
@@ -73,7 +73,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
         settings,
         finished_task_cache_bytes: config.finished_task_cache_bytes,
     };
-    let gateway = Arc::new(Gateway::start(parts).await.map_err(io)?);
+    let gateway = Arc::new(crate::services::startup::start(parts).await.map_err(io)?);
     Ok(Wired { gateway, config: Arc::new(config), sessions })
 }
 

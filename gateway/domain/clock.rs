@@ -59,3 +59,20 @@ pub fn prefixed(prefix: &str, id: uuid::Uuid) -> String {
     text.push_str(id.simple().encode_lower(&mut uuid::Uuid::encode_buffer()));
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::local_time;
+
+    #[test]
+    fn local_time_matches_chronos_format() {
+        for ms in [0, 1_700_000_000_123, 1_795_000_000_999, 951_782_400_000, -1] {
+            let expected = chrono::DateTime::from_timestamp_millis(ms)
+                .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            // Again, from the recent seconds kept, and another millisecond of the same second.
+            assert_eq!(Some(local_time(ms)), expected, "{ms}");
+            assert_eq!(Some(local_time(ms - ms.rem_euclid(1000))), expected, "{ms}");
+        }
+    }
+}

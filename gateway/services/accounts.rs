@@ -7,8 +7,8 @@ use crate::domain::clock::now_ms;
 use crate::domain::deliveries::WebhookSettings;
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{AccountQuery, AccountSummary};
-use crate::services::Gateway;
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
 use serde_json::{Value, json};
 
 const CSV_COLUMNS: &[&str] = &[

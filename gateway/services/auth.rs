@@ -4,8 +4,8 @@
 use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::KeyRecord;
 use crate::ports::storage::Topology;
-use crate::services::Gateway;
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
 use std::sync::Arc;
 
 /// An authenticated caller: the record of the key it presented, shared with the key cache.
@@ -43,7 +43,7 @@ pub async fn authenticate(state: &Gateway, hash: [u8; 32]) -> Result<Caller, Ser
     if state.store.topology() == Topology::Shared && record.as_ref().is_some_and(|r| !r.revoked) {
         let per_second = state.settings.limits.requests_per_second_per_key;
         if !state.store.admit_request(&hash, per_second).await? {
-            return Err(crate::services::limits::rate_limited().into());
+            return Err(crate::services::runtime::limits::rate_limited().into());
         }
     }
     Ok(admit(state, hash, record)?)

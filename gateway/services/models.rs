@@ -3,8 +3,8 @@
 
 use crate::domain::catalog::{BillingRule, ModelSpec};
 use crate::domain::errors::{Code, Problem};
-use crate::services::Gateway;
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
 use serde_json::{Value, json};
 
 /// The public view of a model record.

@@ -6,8 +6,8 @@ use crate::domain::billing::books::{self, Pot};
 use crate::domain::billing::pricing::{self, Units};
 use crate::domain::catalog::{ENDPOINTS, EndpointSpec};
 use crate::domain::errors::{Code, Problem};
-use crate::services::Gateway;
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
 use serde::Serialize;
 use serde_json::Value;
 

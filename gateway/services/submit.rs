@@ -14,10 +14,10 @@ use crate::domain::errors::{Code, Problem};
 use crate::domain::tasks::{Hold, IdempotencyRecord, TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, IdempotencyClaim, Inserted, Topology};
 use crate::ports::upstream::{Created, UpstreamError};
-use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::errors::ServiceError;
-use crate::services::tasks::{self, OpenTask};
+use crate::services::runtime::Gateway;
+use crate::services::tasks::{self, lifecycle::OpenTask};
 use crate::support::telemetry;
 use scopeguard::ScopeGuard;
 use serde_json::Value;
@@ -90,8 +90,13 @@ async fn run(
     // Given back unless the task is accepted (then the task's end gives it back).
     let slot = scopeguard::guard((), |()| state.limits.release(caller.account()));
     let callback_url = callback_url(state, caller.account(), &admitted).await?;
-    let mut task =
-        tasks::new_task(caller.account(), caller.key_prefix(), &admitted, request_id, state.settings.max_task_seconds);
+    let mut task = tasks::lifecycle::new_task(
+        caller.account(),
+        caller.key_prefix(),
+        &admitted,
+        request_id,
+        state.settings.max_task_seconds,
+    );
     task.callback_url = callback_url;
     let (quoted, units) = pricing::quote(admitted.model, &admitted.body);
     let baseline = state.settings.billing.equivalent_micros_per_million_tokens;
@@ -130,7 +135,7 @@ async fn run(
     // Deferred: the task and its hold are durable with the write that ends this request (the upstream task
     // id, or the settlement), before any response names the task. A crash before then may still leave them
     // on disk (a checkpoint can commit them): no client heard of that task, and the next start ends it and
-    // gives its hold back (`tasks::interrupted`); a keyed retry runs it again.
+    // gives its hold back (`tasks::lifecycle::interrupted`); a keyed retry runs it again.
     // A write whose answer was lost may still have been made (a database that stopped as it committed): the
     // poller looks for the task once the store answers, and ends it, giving its hold back.
     let task_id = task.task_id.clone();
@@ -150,14 +155,14 @@ async fn run(
             };
         }
         Inserted::Shortfall(shortfall) => return Err(refusal(&admitted, shortfall).into()),
-        Inserted::TooManyTasks(count) => return Err(crate::services::limits::too_many_tasks(count).into()),
+        Inserted::TooManyTasks(count) => return Err(crate::services::runtime::limits::too_many_tasks(count).into()),
     };
     ScopeGuard::into_inner(slot);
     let _handled = crate::support::metrics::task_handled();
     if synchronous {
         run_sync(state, endpoint, task.into(), &admitted, caller.account(), gone).await
     } else {
-        Ok(Submitted::Accepted(tasks::forward_async(state, task, &admitted).await?))
+        Ok(Submitted::Accepted(tasks::dispatch::forward_async(state, task, &admitted).await?))
     }
 }
 
@@ -241,12 +246,12 @@ async fn replay(
     // The first request may still be waiting for its task to be committed and reach the disk; read it and
     // answer no sooner than it can.
     state.store.caught_up().await?;
-    let task = tasks::owned_task(state, caller.account(), &existing.task_id).await?;
-    if tasks::interrupted(state, &task).await? {
-        tasks::end_interrupted(state, &task.task_id).await?;
+    let task = tasks::cancel::owned_task(state, caller.account(), &existing.task_id).await?;
+    if tasks::lifecycle::interrupted(state, &task).await? {
+        tasks::lifecycle::end_interrupted(state, &task.task_id).await?;
         return Ok(Replayed::Redo(task.task_id));
     }
-    if tasks::did_no_work(&task) {
+    if tasks::lifecycle::did_no_work(&task) {
         return Ok(Replayed::Redo(task.task_id));
     }
     // From here the answer is the first attempt's, so it names that attempt's request id. A redo above keeps
@@ -284,9 +289,9 @@ fn in_progress() -> Problem {
 
 /// Ends a synchronous task as `cancelled`: its client went away, so it is not charged.
 async fn abandon(state: &Gateway, task: OpenTask) -> Result<(), ServiceError> {
-    tasks::finish(state, task, TaskStatus::Cancelled, |t| {
+    tasks::lifecycle::finish(state, task, TaskStatus::Cancelled, |t| {
         t.error = Some(TaskError {
-            code: tasks::CLIENT_DISCONNECTED.into(),
+            code: tasks::lifecycle::CLIENT_DISCONNECTED.into(),
             message: "The client disconnected before the result was ready; nothing was charged.".into(),
         });
     })
@@ -317,8 +322,11 @@ async fn run_sync(
         None => {
             // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
             let weight = tasks::dispatch::queue_weight(&*state.store, account).await;
-            let mut line =
-                state.capacity.wait(crate::services::capacity::Waiting { name: account, weight }, model, &holder);
+            let mut line = state.capacity.wait(
+                crate::services::runtime::capacity::Waiting { name: account, weight },
+                model,
+                &holder,
+            );
             // Some(key), or None with whether the client left.
             let (turn, left) = tokio::select! {
                 turn = tokio::time::timeout(state.upstream.longest_timeout(), &mut line) => {
@@ -341,7 +349,7 @@ async fn run_sync(
                         );
                     }
                     let busy = UpstreamError::Busy;
-                    tasks::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
+                    tasks::lifecycle::fail(state, ScopeGuard::into_inner(guard), &busy.code(), &busy.detail()).await?;
                     return Err(busy.into());
                 }
             }
@@ -369,12 +377,12 @@ async fn run_sync(
     let Created { results, failed, usage, measured, body, .. } = match answer {
         Ok(created) => created,
         Err(error) => {
-            tasks::fail(state, task, &error.code(), &error.detail()).await?;
+            tasks::lifecycle::fail(state, task, &error.code(), &error.detail()).await?;
             return Err(error.into());
         }
     };
     // The answer claims the result and its charge: both must be on disk first, or the client gets an error.
-    let finished = tasks::finish(state, task, TaskStatus::Success, move |t| {
+    let finished = tasks::lifecycle::finish(state, task, TaskStatus::Success, move |t| {
         t.record_results(results, failed);
         t.usage = usage;
         t.measured = measured;

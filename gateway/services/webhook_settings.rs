@@ -4,10 +4,10 @@
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Delivery, WebhookSettings};
 use crate::domain::errors::{Code, Problem};
-use crate::services::Gateway;
 use crate::services::accounts;
 use crate::services::deliveries::{callbacks, signing};
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
 
 /// A new webhook secret for the account (the plain secret, shown once) and its settings after.
 pub async fn rotate_secret(state: &Gateway, account: &str) -> Result<(String, WebhookSettings), ServiceError> {

@@ -11,8 +11,8 @@ use crate::domain::listing::TaskQuery;
 use crate::domain::tasks::TaskRecord;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
+use crate::services::runtime::Gateway;
 use crate::services::submit::{self, Submission, Submitted};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -130,7 +130,7 @@ async fn submit(state: web::Data<Gateway>, req: HttpRequest, body: web::Json<Val
     // The playground follows the task, whichever way it was answered.
     let (Submitted::Accepted(task) | Submitted::Ended(task) | Submitted::Finished { task, .. }) = answer.result?;
     crate::edges::web::request_id::set(task.request_id.clone());
-    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::view(&task)))
+    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::views::view(&task)))
 }
 
 /// What the form's request would cost, in units and words, and whether the account can pay it now; or why
@@ -181,9 +181,9 @@ async fn task(
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, caller) = signed_in(&state, &req).await.map_err(refused_json)?;
-    let task = crate::services::tasks::owned_task(&state, caller.account(), &task_id).await?;
+    let task = crate::services::tasks::cancel::owned_task(&state, caller.account(), &task_id).await?;
     state.store.caught_up().await?;
-    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::view(&task)))
+    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(crate::services::tasks::views::view(&task)))
 }
 
 fn refused_json(failure: Failure) -> ApiError {

@@ -18,8 +18,8 @@ mod usage;
 mod webhooks;
 
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
+use crate::services::runtime::Gateway;
 use actix_web::http::{StatusCode, header};
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;

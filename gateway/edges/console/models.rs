@@ -6,7 +6,7 @@ use super::{CsrfForm, Page, html, redirect};
 use crate::domain::catalog::BillingRule;
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;

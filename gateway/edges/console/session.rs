@@ -8,9 +8,9 @@
 
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
-use crate::services::operators::constant_time_eq;
+use crate::services::runtime::Gateway;
+use crate::services::runtime::operators::constant_time_eq;
 use actix_web::HttpRequest;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use hmac::{Hmac, Mac};

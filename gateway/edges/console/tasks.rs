@@ -8,7 +8,7 @@ use crate::domain::errors::Code;
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};
 use askama::Template;
@@ -119,7 +119,7 @@ struct TaskPage {
 async fn page(state: web::Data<Gateway>, req: HttpRequest, task_id: web::Path<String>) -> Page {
     let viewer = Viewer::of(&state, &req).await?;
     let task = match viewer.account() {
-        Some(account) => crate::services::tasks::owned_task(&state, account, &task_id).await?,
+        Some(account) => crate::services::tasks::cancel::owned_task(&state, account, &task_id).await?,
         None => state
             .store
             .task(&task_id)
@@ -127,7 +127,7 @@ async fn page(state: web::Data<Gateway>, req: HttpRequest, task_id: web::Path<St
             .ok_or_else(|| ApiError::new(Code::task_not_found, format!("No task `{task_id}`.")))?,
     };
     state.store.caught_up().await?;
-    let mut view = crate::services::tasks::view(&task);
+    let mut view = crate::services::tasks::views::view(&task);
     if viewer.account().is_none() {
         view["billing"] = serde_json::to_value(&task.billing).unwrap_or_default();
         view["upstream_task_id"] = task.upstream_task_id.clone().into();

@@ -5,7 +5,7 @@ use super::charts::{self, BarChart};
 use super::{Page, Viewer, html};
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;

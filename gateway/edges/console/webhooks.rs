@@ -4,7 +4,7 @@
 use super::operator::{signed_in, signed_in_form};
 use super::{CsrfForm, Page, html};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState};
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use crate::services::webhook_settings::replay_delivery;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, web};

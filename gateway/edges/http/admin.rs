@@ -6,8 +6,8 @@ use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Admin;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::accounts::Credit;
+use crate::services::runtime::Gateway;
 use crate::services::{accounts, models};
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -219,7 +219,7 @@ async fn task(_: Admin, state: web::Data<Gateway>, task_id: web::Path<String>) -
         .await?
         .ok_or_else(|| ApiError::new(Code::task_not_found, format!("No task `{task_id}`.")))?;
     state.store.caught_up().await?;
-    let mut view = crate::services::tasks::view(&task);
+    let mut view = crate::services::tasks::views::view(&task);
     view["account"] = json!(task.account);
     view["key_prefix"] = json!(task.key_prefix);
     view["upstream_task_id"] = json!(task.upstream_task_id);

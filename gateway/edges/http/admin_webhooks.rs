@@ -4,7 +4,7 @@
 use super::auth::Admin;
 use crate::domain::deliveries::{DeliveryFilter, DeliveryState};
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use crate::services::webhook_settings;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;

@@ -3,8 +3,8 @@
 
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::{self, Caller};
+use crate::services::runtime::Gateway;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::{Either, LocalBoxFuture};

@@ -8,9 +8,9 @@ use crate::domain::errors::Code;
 use crate::domain::results::MirroredFile;
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::copies;
+use crate::services::runtime::Gateway;
 use crate::services::tasks;
 use actix_web::body::SizedStream;
 use actix_web::http::StatusCode;
@@ -51,7 +51,7 @@ async fn content(
             ApiError::invalid_parameter("index", format!("`index` is a result's place from 0; got `{index}`."))
         })?,
     };
-    let task = tasks::owned_task(&state, caller.account(), &task_id).await?;
+    let task = tasks::cancel::owned_task(&state, caller.account(), &task_id).await?;
     serve(&state, &request, &task, index).await
 }
 

@@ -14,7 +14,7 @@ pub mod tasks;
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
 use crate::edges::web::request_id;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use actix_web::error::JsonPayloadError;
 use actix_web::{HttpRequest, web};
 use std::borrow::Cow;

@@ -1,9 +1,9 @@
 //! `GET /v1/models`, `GET /v1/models/{id}` and `GET /v1/models/{id}/schema`.
 
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::models;
+use crate::services::runtime::Gateway;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};

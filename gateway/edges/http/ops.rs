@@ -12,7 +12,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// Alive while the store can make writes durable: a gateway whose disk failed must be restarted (it stops
 /// by itself too), and a liveness probe says so.
-async fn healthz(state: web::Data<crate::services::Gateway>) -> HttpResponse {
+async fn healthz(state: web::Data<crate::services::runtime::Gateway>) -> HttpResponse {
     if state.store.writable() {
         HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
     } else {
@@ -22,14 +22,14 @@ async fn healthz(state: web::Data<crate::services::Gateway>) -> HttpResponse {
 
 /// Ready once the store is open and the catalog compiled (before the server binds), while the store can
 /// be read and can make writes durable.
-async fn readyz(state: web::Data<crate::services::Gateway>) -> HttpResponse {
+async fn readyz(state: web::Data<crate::services::runtime::Gateway>) -> HttpResponse {
     match state.store.task("readiness-probe").await {
         Ok(_) if state.store.writable() => HttpResponse::Ok().json(serde_json::json!({"status": "ready"})),
         _ => HttpResponse::ServiceUnavailable().json(serde_json::json!({"status": "storage unavailable"})),
     }
 }
 
-async fn metrics(state: web::Data<crate::services::Gateway>) -> HttpResponse {
+async fn metrics(state: web::Data<crate::services::runtime::Gateway>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(crate::support::metrics::render(state.poller.holds(), &state.capacity.snapshot()))

@@ -6,9 +6,9 @@
 //! price, and a quote answers in a shape of its own.
 
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
 use crate::services::quotes;
+use crate::services::runtime::Gateway;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
 use serde_json::Value;

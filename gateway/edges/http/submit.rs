@@ -10,8 +10,8 @@ use crate::domain::usage::Usage;
 use crate::edges::http::peer::PeerSocket;
 use crate::edges::web::error::ApiError;
 use crate::edges::web::request_id;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
+use crate::services::runtime::Gateway;
 use crate::services::submit::{self, Submission, Submitted};
 use crate::services::tasks;
 use actix_web::http::{StatusCode, header};
@@ -54,9 +54,9 @@ pub async fn submit(
         request_id::set(first);
     }
     match answer.result? {
-        Submitted::Accepted(task) => Ok(accepted(endpoint, &task, tasks::queue_place(&state, &task))),
+        Submitted::Accepted(task) => Ok(accepted(endpoint, &task, tasks::views::queue_place(&state, &task))),
         Submitted::Finished { task, model, upstream } => sync_answer(endpoint, model, &task, upstream),
-        Submitted::Ended(task) => Ok(HttpResponse::Ok().json(tasks::view(&task))),
+        Submitted::Ended(task) => Ok(HttpResponse::Ok().json(tasks::views::view(&task))),
     }
 }
 
@@ -78,7 +78,7 @@ fn unknown_query_parameter(query: &str) -> ApiError {
 
 /// An acceptance, with the task's place in line when it waits for an upstream slot.
 fn accepted(endpoint: &EndpointSpec, task: &TaskRecord, place: Option<Value>) -> HttpResponse {
-    let mut body = tasks::acceptance(task);
+    let mut body = tasks::views::acceptance(task);
     if let Some(place) = place {
         body["queue"] = place;
     }

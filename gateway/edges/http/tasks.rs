@@ -4,10 +4,11 @@
 use crate::domain::listing::{ListPosition, TaskQuery};
 use crate::domain::tasks::TaskStatus;
 use crate::edges::web::error::ApiError;
-use crate::services::Gateway;
 use crate::services::auth::Caller;
+use crate::services::runtime::Gateway;
+use crate::services::runtime::answers::TaskAnswer;
 use crate::services::tasks;
-use crate::services::tasks::answers::{TaskAnswer, answer};
+use crate::services::tasks::answers::{answer, render};
 use actix_web::http::header::ContentType;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -24,15 +25,15 @@ async fn get(caller: Caller, state: web::Data<Gateway>, task_id: web::Path<Strin
     if let Some(answer) = state.finished.get(&task_id).filter(|answer| answer.account == caller.account()) {
         return Ok(respond(&answer));
     }
-    let task = tasks::owned_task(&state, caller.account(), &task_id).await?;
+    let task = tasks::cancel::owned_task(&state, caller.account(), &task_id).await?;
     // What was read may be applied but not yet durable (its fsync under way): show it no sooner.
     state.store.caught_up().await?;
-    if let Some(place) = tasks::queue_place(&state, &task) {
+    if let Some(place) = tasks::views::queue_place(&state, &task) {
         let (mut body, _) = answer(&task);
         body["queue"] = place;
         return Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(body));
     }
-    let answer = Arc::new(TaskAnswer::render(&task).map_err(ApiError::internal)?);
+    let answer = Arc::new(render(&task).map_err(ApiError::internal)?);
     state.finished.keep(&task, answer.clone());
     Ok(respond(&answer))
 }
@@ -52,8 +53,8 @@ async fn cancel(
     state: web::Data<Gateway>,
     task_id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let task = tasks::cancel(&state, caller.account(), &task_id).await?;
-    Ok(HttpResponse::Ok().json(tasks::view(&task)))
+    let task = tasks::cancel::cancel(&state, caller.account(), &task_id).await?;
+    Ok(HttpResponse::Ok().json(tasks::views::view(&task)))
 }
 
 /// Most tasks one page of `GET /v1/tasks` lists, and how many it lists unless asked.

@@ -11,7 +11,7 @@ pub mod signing;
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Delivery, Outcome};
 use crate::ports::storage::StoreError;
-use crate::services::Gateway;
+use crate::services::runtime::Gateway;
 use crate::services::tasks::answers::answer;
 use std::cell::RefCell;
 use std::collections::HashSet;

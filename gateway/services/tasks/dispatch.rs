@@ -4,15 +4,17 @@
 //! upstream failed for its own reasons (a transient code of `spec/upstream.yaml`) waits again, for
 //! another key, while it has attempts and time left.
 
-use super::{fail, finish};
+use super::lifecycle::{fail, finish};
+use crate::domain::admission::Admitted;
 use crate::domain::catalog::{ModelSpec, TRANSIENT_FAILURES};
 use crate::domain::clock::now_ms;
+use crate::domain::errors::Problem;
 use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
-use crate::ports::storage::{Commit, Storage, TaskRef};
+use crate::ports::storage::{Commit, Storage, StoredTask, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
-use crate::services::Gateway;
-use crate::services::capacity::{Capacity, Grant};
 use crate::services::errors::ServiceError;
+use crate::services::runtime::Gateway;
+use crate::services::runtime::capacity::{Capacity, Grant};
 use crate::support::telemetry;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -60,6 +62,42 @@ pub enum Sent {
     /// The upstream refused the job itself, or its answer was lost (a timeout after sending, when the job
     /// may exist): the slot is given back and the job is not sent again.
     Failed(UpstreamError),
+}
+
+/// Forwards an async task whose record is already stored (deferred), on a key with a free slot, and
+/// records the upstream's task id; with no key free, the task waits in line, durably. A refused forward
+/// ends the task as `failed` before the client hears of it.
+pub async fn forward_async(
+    state: &Gateway,
+    task: Box<StoredTask>,
+    admitted: &Admitted,
+) -> Result<TaskRecord, ServiceError> {
+    let model = admitted.model;
+    let task_id = task.record.task_id.clone();
+    let Some(key) = state.capacity.take(model, &[], false, &task_id).await else {
+        return wait_for_slot(state, task.into(), model, &admitted.envelope).await;
+    };
+    let started_ms = now_ms();
+    match send(state, model, &admitted.envelope, key, &task_id).await {
+        Sent::Taken { key, created } => {
+            let Some(upstream_id) = created.task_id else {
+                state.capacity.give_back(model, key, &task_id);
+                fail(state, task_id.as_str(), "UpstreamMalformed", "no task id in the upstream's answer").await?;
+                return Err(UpstreamError::Malformed("no task id".into()).into());
+            };
+            // Durable: it also persists the task and its hold, written deferred before the forward. The body
+            // is kept while the task is live, to send it again should the upstream fail it for its own reasons.
+            let envelope = String::from_utf8_lossy(&admitted.envelope).into_owned();
+            taken(state, task.into(), model, key, started_ms, upstream_id, Some(envelope))
+                .await?
+                .ok_or_else(|| Problem::internal("task vanished after forward").into())
+        }
+        Sent::NoKey => wait_for_slot(state, task.into(), model, &admitted.envelope).await,
+        Sent::Failed(error) => {
+            fail(state, task_id.as_str(), &error.code(), &error.detail()).await?;
+            Err(error.into())
+        }
+    }
 }
 
 /// Sends `envelope` with key `key`, whose slot the caller took, and on to the other keys with a free slot

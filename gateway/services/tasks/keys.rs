@@ -8,7 +8,7 @@
 //! they asked, evenly spaced per key. (Limiters that every waiter polls again when a moment frees up hand
 //! it to whichever wakes first, and under a backlog some query waits for minutes.)
 
-use crate::services::settings::PollerConfig;
+use crate::services::runtime::settings::PollerConfig;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};

@@ -12,24 +12,22 @@
 //! refilled from the store's in-flight index, so a restart resumes every task.
 
 use super::keys::KeyRing;
+use super::lifecycle::{OpenTask, fail, finish};
 use super::sweep::{self, Due, Plan};
 use super::tracker::{IDLE, Id, Slot, TAKEN, Tracked, Tracker, UpstreamCreated};
-use super::{OpenTask, fail, finish};
 use crate::domain::catalog::{Media, ModelSpec};
 use crate::domain::clock::now_ms;
 use crate::domain::polling::RETRY_MS;
 use crate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use crate::ports::storage::{Commit, StoreError, TaskRef};
 use crate::ports::upstream::{ListRequest, ListedStatus, ListedTask, Observed, UpstreamError};
-use crate::services::Gateway;
-use crate::services::settings::PollerConfig;
+use crate::services::runtime::Gateway;
+use crate::services::runtime::settings::PollerConfig;
 use crate::support::telemetry;
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::{Notify, mpsc};
 use tracing::Instrument;
 
@@ -51,70 +49,9 @@ const LEASES_CHECKED_AT_ONCE: usize = 1000;
 /// A job under way this long (or twice the longest upstream timeout, if more) is taken to be lost.
 const JOB_OVERDUE_MS: i64 = 60_000;
 
-/// Handle for scheduling tasks; cheap to share.
-///
-/// Scheduled tasks wait in an inbox the poller drains on its own turns (at least once per sweep) instead of
-/// waking it per task: a task's first query is at least a sweep away, and a busy submit path would
-/// otherwise pay a cross-thread wake-up per submission.
-pub struct Poller {
-    inbox: Mutex<Vec<TaskRecord>>,
-    /// Live tasks whose last write failed (their handler could not end them): read again once the store
-    /// answers, and then polled like any other.
-    lost: Mutex<Vec<String>>,
-    /// Live tasks leased to this process, read back from the store: tracked if the poller lacks one.
-    leased: Mutex<Vec<TaskRecord>>,
-    /// How many tasks the poller tracked at the end of its last turn.
-    tracked: AtomicUsize,
-    started: AtomicBool,
-}
-
-impl Poller {
-    /// A poller that will resume `in_flight` (the store's unfinished tasks at start-up) once it runs.
-    pub fn new(in_flight: Vec<TaskRecord>) -> Poller {
-        tracing::info!(tasks = in_flight.len(), "poller resuming in-flight tasks");
-        Poller {
-            inbox: Mutex::new(in_flight),
-            lost: Mutex::default(),
-            leased: Mutex::default(),
-            tracked: AtomicUsize::new(0),
-            started: AtomicBool::new(false),
-        }
-    }
-
-    /// Asks the poller to look at `task` at its `next_poll_ms`.
-    pub fn schedule(&self, task: TaskRecord) {
-        self.inbox.lock().unwrap_or_else(|e| e.into_inner()).push(task);
-    }
-
-    /// Live tasks this poller holds: those it tracks and those waiting in its inbox.
-    pub fn holds(&self) -> usize {
-        let waiting = self.inbox.lock().unwrap_or_else(|e| e.into_inner()).len();
-        self.tracked.load(Ordering::Relaxed) + waiting
-    }
-
-    fn take_scheduled(&self) -> Vec<TaskRecord> {
-        std::mem::take(&mut *self.inbox.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Asks the poller to take over a live task its handler could not write (the store failed, and the write
-    /// may or may not have been made): if it is stored and live, it is polled, or without an upstream task id
-    /// ends as interrupted, its hold given back.
-    pub fn take_over(&self, task_id: String) {
-        self.lost.lock().unwrap_or_else(|e| e.into_inner()).push(task_id);
-    }
-
-    fn take_lost(&self) -> Vec<String> {
-        std::mem::take(&mut *self.lost.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    fn take_leased(&self) -> Vec<TaskRecord> {
-        std::mem::take(&mut *self.leased.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
 /// Runs until the process ends. Call once, on the actix system.
 pub async fn run(state: Arc<Gateway>) {
-    if state.poller.started.swap(true, Ordering::AcqRel) {
+    if !state.poller.start() {
         return;
     }
     let (reports_tx, mut reports) = mpsc::unbounded_channel();
@@ -132,7 +69,7 @@ pub async fn run(state: Arc<Gateway>) {
             tokio::task::spawn_local(read_again(poller.state.clone(), task_id));
         }
         poller.tick();
-        poller.state.poller.tracked.store(poller.tracker.count(), Ordering::Relaxed);
+        poller.state.poller.set_tracked(poller.tracker.count());
         let wait = poller.wait_ms();
         tokio::select! {
             report = reports.recv() => if let Some(report) = report {
@@ -174,7 +111,7 @@ async fn check_leases(state: Arc<Gateway>) {
             Ok(None) => return,
             Ok(Some(tasks)) => {
                 after = tasks.last().map(|t| t.task_id.clone());
-                state.poller.leased.lock().unwrap_or_else(|e| e.into_inner()).extend(tasks);
+                state.poller.add_leased(tasks);
             }
             Err(e) => tracing::warn!(error = %e, "could not read the tasks leased to this process"),
         }
@@ -586,7 +523,8 @@ impl Sweeper {
             self.tracker.release(slot, ticket, Some(since + self.overdue_ms + 1));
         } else if interrupted || now - record.created_ms > ORPHAN_AFTER_MS {
             let Some(task) = self.tracker.get(slot).map(|t| t.task_id.clone()) else { return };
-            let (code, message) = (super::SUBMISSION_INTERRUPTED, super::SUBMISSION_INTERRUPTED_MESSAGE);
+            let (code, message) =
+                (super::lifecycle::SUBMISSION_INTERRUPTED, super::lifecycle::SUBMISSION_INTERRUPTED_MESSAGE);
             self.store_jobs.push_back(StoreJob::Fail { slot, task, ticket, code, message });
         } else {
             self.tracker.release(slot, ticket, Some(record.created_ms + ORPHAN_AFTER_MS + 1));
@@ -977,7 +915,7 @@ async fn store_job(state: Arc<Gateway>, job: StoreJob, reports: mpsc::UnboundedS
         }
         StoreJob::ReadOrphan { slot, task, ticket } => {
             let read = match state.store.task(&task).await {
-                Ok(Some(record)) => super::interrupted(&state, &record)
+                Ok(Some(record)) => super::lifecycle::interrupted(&state, &record)
                     .await
                     .map(|interrupted| Some((Box::new(record), interrupted)))
                     .map_err(|e| StoreError::new(e.to_string())),

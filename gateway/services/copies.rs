@@ -1,24 +1,22 @@
 //! Result mirroring: each file of a succeeded task is copied from the upstream into the gateway's own
 //! storage (`files`), so results outlive the upstream's signed URLs.
 //!
-//! The write that makes a task `success` marks its mirroring pending (`Adoption`) and swaps its result
-//! URLs for the gateway's signed links (`links`), and the store queues the copy in that same write. The worker
+//! The write that makes a task `success` marks its mirroring pending (`runtime::copies::Adoption`) and swaps
+//! its result URLs for the gateway's signed links (`runtime::links`), and the store queues the copy in that
+//! same write. The worker
 //! here takes due copies, streams each file in (hashing it on the way), and writes down the files (size,
 //! content type, SHA-256), or retries with backoff; a copy that never succeeds gives the results their
 //! upstream URLs back, and the task says so. Mirroring never touches billing. The sweeper deletes copies
 //! past their expiry and reports what is stored.
 
-pub mod links;
-
 use crate::domain::catalog::ModelSpec;
-use crate::domain::clock::{local_time, now_ms};
+use crate::domain::clock::now_ms;
 use crate::domain::errors::{Code, Problem};
 use crate::domain::results::{CopyAttempt, Mirror, MirrorState, MirroredFile};
 use crate::domain::tasks::TaskRecord;
-use crate::ports::files::{ByteStream, FileError, PutError, ResultFiles};
+use crate::ports::files::{ByteStream, FileError, PutError};
 use crate::ports::upstream::Fetched;
-use crate::services::Gateway;
-use links::Links;
+use crate::services::runtime::Gateway;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -37,59 +35,6 @@ const LEASE_MS: i64 = 30_000;
 const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// How often expired copies are deleted.
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
-
-/// What keeps and serves result copies: the storage (read even with mirroring off, for the copies made
-/// before), whether new copies are made, and the link signer.
-pub struct Copies {
-    pub files: Arc<dyn ResultFiles>,
-    copies: bool,
-    pub links: Arc<Links>,
-    retention_ms: i64,
-}
-
-impl Copies {
-    /// Copies into `files` (made only if `copies` is on), their links signed by `links` and kept
-    /// `retention_days`.
-    pub fn new(files: Arc<dyn ResultFiles>, links: Links, copies: bool, retention_days: u64) -> Copies {
-        let retention_ms = i64::try_from(retention_days.saturating_mul(86_400_000)).unwrap_or(i64::MAX);
-        Copies { files, copies, links: Arc::new(links), retention_ms }
-    }
-
-    /// What the write ending a task applies if it succeeds, where mirroring is on.
-    pub fn adoption(&self) -> Option<Adoption> {
-        self.copies.then(|| Adoption { links: self.links.clone(), retention_ms: self.retention_ms })
-    }
-}
-
-/// Marks a task that has just succeeded for mirroring.
-pub struct Adoption {
-    links: Arc<Links>,
-    retention_ms: i64,
-}
-
-impl Adoption {
-    /// If it has results: the upstream's are kept aside, and the task's become the gateway's links,
-    /// expiring with the copies.
-    pub fn apply(&self, task: &mut TaskRecord) {
-        if task.results.is_empty() || task.mirror.is_some() {
-            return;
-        }
-        let expires_ms = task.ended_ms().saturating_add(self.retention_ms);
-        let sources = task.results.clone();
-        for (index, result) in task.results.iter_mut().enumerate() {
-            result.url = self.links.link(&task.task_id, index, expires_ms);
-            result.expires_at = local_time(expires_ms);
-        }
-        task.mirror = Some(Mirror {
-            state: MirrorState::Pending,
-            sources,
-            expires_ms,
-            files: Vec::new(),
-            attempts: 0,
-            error: None,
-        });
-    }
-}
 
 /// Copies due results and sweeps expired copies until the process ends. Call once, on the actix system.
 /// With mirroring switched off the copies already queued are still made: their tasks' links promise them.

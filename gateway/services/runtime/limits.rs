@@ -18,7 +18,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(config: &crate::services::settings::LimitsConfig, local: bool) -> Limits {
+    pub fn new(config: &crate::services::runtime::settings::LimitsConfig, local: bool) -> Limits {
         let rate = NonZeroU32::new(config.requests_per_second_per_key).unwrap_or(NonZeroU32::MIN);
         Limits {
             local,
