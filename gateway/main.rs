@@ -297,7 +297,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Simulate(args) => simulate(args),
         Command::Keys { command: KeysCommand::Create { account, data_dir } } => {
             let store = mediagate::adapters::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
-            let key = store.create_key(&account).map_err(|e| e.to_string())?;
+            let key = actix_web::rt::System::new().block_on(store.create_key(&account)).map_err(|e| e.to_string())?;
             print(key)
         }
         Command::Admin { url, token, ca_file, command } => {
@@ -319,7 +319,9 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Ledger { command: LedgerCommand::Verify { data_dir } } => {
             let store = mediagate::adapters::store::embedded::Store::open(&data_dir).map_err(|e| e.to_string())?;
-            let report = store.verify_ledger().map_err(|e| e.to_string())?;
+            let verified =
+                actix_web::rt::System::new().block_on(mediagate::ports::storage::Ledger::verify_ledger(&store));
+            let report = verified.map_err(|e| e.to_string())?;
             print(serde_json::to_string_pretty(&report).unwrap_or_default())?;
             if report.problems.is_empty() { Ok(()) } else { Err("the ledger does not verify".into()) }
         }

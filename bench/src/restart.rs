@@ -20,7 +20,7 @@ use mediagate::domain::clock::local_time;
 use mediagate::domain::results::TaskResult;
 use mediagate::domain::tasks::{TaskError, TaskRecord, TaskStatus};
 use mediagate::domain::usage::{Measured, Reading};
-use mediagate::ports::storage::Commit;
+use mediagate::ports::storage::{Commit, Lifecycle, Tasks};
 use serde_json::{Map, json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -265,12 +265,15 @@ fn upstream_jobs(sim_addr: &str, count: usize) -> Result<Vec<Upstream>, String> 
 fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String> {
     let began = Instant::now();
     let store = Store::open(dir).map_err(|e| e.to_string())?;
-    let mut keys = Vec::new();
-    for a in 0..ACCOUNTS {
-        let account = format!("acct-{a:03}");
-        let key = store.create_key(&account).map_err(|e| e.to_string())?;
-        keys.push((account, key));
-    }
+    let keys = actix_web::rt::System::new().block_on(async {
+        let mut keys = Vec::new();
+        for a in 0..ACCOUNTS {
+            let account = format!("acct-{a:03}");
+            let key = store.create_key(&account).await.map_err(|e| e.to_string())?;
+            keys.push((account, key));
+        }
+        Ok::<_, String>(keys)
+    })?;
     let all: Vec<&'static ModelSpec> = MODELS.iter().collect();
     let live_model = ModelSpec::find(LIVE_MODEL).ok_or("the catalog lost the in-flight tasks' model")?;
     let total = finished + live.len();
@@ -299,10 +302,14 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
                         if readable.is_none() && i % ACCOUNTS == 0 && task.status == TaskStatus::Success {
                             readable = Some(task.task_id.clone());
                         }
-                        queued.push(store.add_task(task, None, None, Commit::Deferred));
+                        // Spawned, so the window's writes are all queued at once and the writer batches them.
+                        let adding = store.clone();
+                        queued.push(actix_web::rt::spawn(async move {
+                            adding.add_task(task, None, None, Commit::Deferred).await
+                        }));
                         if queued.len() == FILL_WINDOW {
                             for pending in queued.drain(..) {
-                                pending.await.map_err(|e| e.to_string())?;
+                                pending.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
                             }
                             since_durable += FILL_WINDOW;
                             if since_durable >= FILL_DURABLE_EVERY {
@@ -312,7 +319,7 @@ fn fill(dir: &Path, finished: usize, live: &[Upstream]) -> Result<Filled, String
                         }
                     }
                     for pending in queued {
-                        pending.await.map_err(|e| e.to_string())?;
+                        pending.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
                     }
                     store.caught_up().await.map_err(|e| e.to_string())?;
                     Ok(readable)
@@ -615,7 +622,7 @@ fn scenario() -> Result<String, String> {
         None => "(unknown) after",
     };
     out.push_str(&format!(
-        "\nStore file {:.0} MiB ({ACCOUNTS} accounts, {} models), filled through `Store::add_task` (deferred \
+        "\nStore file {:.0} MiB ({ACCOUNTS} accounts, {} models), filled through `Tasks::add_task` (deferred \
          writes from {FILL_THREADS} threads, durable every {FILL_DURABLE_EVERY} tasks per thread) in {:.1} s. \
          Each start gets a fresh copy of it (page cache warm) and works {} s before it is stopped, its poller \
          polling the in-flight tasks and {CLIENTS} clients submitting back to back ({:.0} sync images/s), so its \

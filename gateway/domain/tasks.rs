@@ -226,7 +226,7 @@ impl TaskRecord {
 pub struct Account {
     pub name: String,
     pub created_at: String,
-    /// The plan's name, once one is set (`Store::set_plan`).
+    /// The plan's name, once one is set (`Accounts::set_plan`).
     #[serde(default)]
     pub plan: Option<String>,
     /// Its share of the upstream's slots while its tasks wait for one, against other accounts' (1 unless set).

@@ -21,12 +21,12 @@ pub struct Copied {
 /// Copies the (stopped) embedded store in `data_dir` into the empty database `to` names.
 pub async fn copy(data_dir: &Path, to: postgres::Options) -> Result<Copied, StoreError> {
     let source = embedded::Store::open(data_dir)?;
-    let before = source.verify_ledger()?;
+    let before = Ledger::verify_ledger(&source).await?;
     if !before.problems.is_empty() {
         return Err(StoreError::new(format!("the source's ledger does not verify: {:?}", before.problems)));
     }
     let export = source.export()?;
-    source.close()?;
+    Lifecycle::close(&source).await?;
     let mut copied = Copied {
         accounts: export.accounts.len(),
         keys: export.keys.len(),

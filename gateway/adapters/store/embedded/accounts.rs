@@ -27,106 +27,29 @@ fn now() -> String {
 }
 
 impl Store {
-    /// Creates the account if it does not exist yet; returns it either way.
-    pub fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+    /// Creates a key for `account` (creating the account too) and returns the plain key, once: for the
+    /// `keys create` command and the benches, which have no gateway to issue one through.
+    pub async fn create_key(&self, account: &str) -> Result<String, StoreError> {
+        let key = crate::domain::tasks::new_key();
+        self.insert_key(account, &key).await?;
+        Ok(key)
+    }
+}
+
+#[async_trait::async_trait]
+impl Accounts for Store {
+    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
         let name = name.to_string();
-        self.write(move |tx| ensure_account_in(tx, &name))
+        blocking(self, move |store| store.write(move |tx| ensure_account_in(tx, &name))).await
     }
 
-    /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of what
-    /// tasks in flight have earmarked from it), in one write: the name and the pot's entry together.
-    pub fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
-        let (account, plan, earmarks) = (account.to_string(), plan.to_string(), self.earmarks.clone());
-        self.write(move |tx| {
-            let mut record = tx
-                .open_table(ACCOUNTS)?
-                .get(account.as_str())?
-                .map(|v| decode::<Account>(v.value()))
-                .transpose()?
-                .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
-            let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
-            let delta = allowance
-                .checked_sub(current)
-                .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the plan's allowance is out of range"))?;
-            if delta != 0 {
-                let posting = Posting {
-                    account: account.clone(),
-                    kind: EntryKind::Plan,
-                    pot: Pot::Plan,
-                    delta,
-                    task_id: None,
-                    note: format!("plan {plan}"),
-                };
-                ledger::append(tx, &earmarks, vec![posting], None, ledger::Keep::Rows)?;
-            }
-            record.plan = Some(plan);
-            tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
-            Ok(record)
-        })
-    }
-
-    pub fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
-        let account = account.to_string();
-        self.write(move |tx| {
-            let mut table = tx.open_table(ACCOUNTS)?;
-            let mut record = table
-                .get(account.as_str())?
-                .map(|v| decode::<Account>(v.value()))
-                .transpose()?
-                .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
-            record.queue_weight = Some(weight);
-            table.insert(account.as_str(), encode(&record)?.as_slice())?;
-            Ok(record)
-        })
-    }
-
-    pub fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
+    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
         let tx = self.view()?;
         let table = tx.open_table(ACCOUNTS)?;
         table.get(name)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// Creates a key for `account` (creating the account too) and returns the plain key, once.
-    pub fn create_key(&self, account: &str) -> Result<String, StoreError> {
-        let key = crate::domain::tasks::new_key();
-        self.insert_key(account, &key)?;
-        Ok(key)
-    }
-
-    /// Stores a key chosen by the caller (`mediagate demo --api-key`); an existing key is left as it is.
-    pub fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
-        let hash = hash_key(key);
-        let prefix = crate::domain::tasks::key_prefix(key);
-        let record = KeyRecord { account: account.to_string(), prefix, created_at: now(), revoked: false };
-        self.write(move |tx| {
-            ensure_account_in(tx, &record.account)?;
-            let mut table = tx.open_table(KEYS)?;
-            if table.get(hash.as_slice())?.is_none() {
-                table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
-            }
-            Ok(())
-        })?;
-        self.key_cache.invalidate();
-        Ok(())
-    }
-
-    /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
-    pub fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
-        let (generation, cached) = self.key_cache.get(hash);
-        if cached.is_some() {
-            return Ok(cached);
-        }
-        let tx = self.view()?;
-        let table = tx.open_table(KEYS)?;
-        let record = table.get(hash.as_slice())?.map(|v| decode::<KeyRecord>(v.value()).map(Arc::new)).transpose()?;
-        if let Some(record) = &record {
-            self.key_cache.put(generation, *hash, record.clone());
-        }
-        Ok(record)
-    }
-
-    /// The accounts `query` keeps, in name order, with their funds and their newest task's time.
-    pub fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
+    async fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
         let tx = self.view()?;
         let (accounts, funds, by_account) =
             (tx.open_table(ACCOUNTS)?, tx.open_table(FUNDS)?, tx.open_table(TASKS_BY_ACCOUNT)?);
@@ -140,6 +63,7 @@ impl Store {
                 continue;
             }
             let account: Account = decode(record.value())?;
+            // Its last activity is its newest task's creation, the last of its rows in the account index.
             let newest =
                 by_account.range_back((name.value(), i64::MIN, ""), (name.value(), i64::MAX, "\u{10FFFF}"))?.next();
             let last_task_ms = newest.transpose()?.map(|(key, _)| key.value().1);
@@ -155,8 +79,103 @@ impl Store {
         Ok(listed)
     }
 
-    /// Every key of an account, by prefix only.
-    pub fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
+        let (account, plan) = (account.to_string(), plan.to_string());
+        blocking(self, move |store| {
+            let earmarks = store.earmarks.clone();
+            store.write(move |tx| {
+                let mut record = tx
+                    .open_table(ACCOUNTS)?
+                    .get(account.as_str())?
+                    .map(|v| decode::<Account>(v.value()))
+                    .transpose()?
+                    .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+                // The allowance is what the plan pot has left to spend, net of what tasks in flight have
+                // earmarked from it, so the entry moves the pot by the difference.
+                let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
+                let delta = allowance
+                    .checked_sub(current)
+                    .ok_or_else(|| StoreError::refused(Refusal::TooLarge, "the plan's allowance is out of range"))?;
+                if delta != 0 {
+                    let posting = Posting {
+                        account: account.clone(),
+                        kind: EntryKind::Plan,
+                        pot: Pot::Plan,
+                        delta,
+                        task_id: None,
+                        note: format!("plan {plan}"),
+                    };
+                    ledger::append(tx, &earmarks, vec![posting], None, ledger::Keep::Rows)?;
+                }
+                record.plan = Some(plan);
+                tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+                Ok(record)
+            })
+        })
+        .await
+    }
+
+    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
+        let account = account.to_string();
+        blocking(self, move |store| {
+            store.write(move |tx| {
+                let mut table = tx.open_table(ACCOUNTS)?;
+                let mut record = table
+                    .get(account.as_str())?
+                    .map(|v| decode::<Account>(v.value()))
+                    .transpose()?
+                    .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+                record.queue_weight = Some(weight);
+                table.insert(account.as_str(), encode(&record)?.as_slice())?;
+                Ok(record)
+            })
+        })
+        .await
+    }
+
+    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
+        let (account, key) = (account.to_string(), key.to_string());
+        blocking(self, move |store| {
+            let hash = hash_key(&key);
+            let prefix = crate::domain::tasks::key_prefix(&key);
+            let record = KeyRecord { account, prefix, created_at: now(), revoked: false };
+            store.write(move |tx| {
+                ensure_account_in(tx, &record.account)?;
+                let mut table = tx.open_table(KEYS)?;
+                if table.get(hash.as_slice())?.is_none() {
+                    table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
+                }
+                Ok(())
+            })?;
+            store.key_cache.invalidate();
+            Ok(())
+        })
+        .await
+    }
+
+    async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
+        let (generation, cached) = self.key_cache.get(hash);
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let tx = self.view()?;
+        let table = tx.open_table(KEYS)?;
+        let record = table.get(hash.as_slice())?.map(|v| decode::<KeyRecord>(v.value()).map(Arc::new)).transpose()?;
+        if let Some(record) = &record {
+            self.key_cache.put(generation, *hash, record.clone());
+        }
+        Ok(record)
+    }
+
+    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
+        self.key_cache.get(hash).1
+    }
+
+    async fn admit_request(&self, _: &[u8; 32], _: u32) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
         let tx = self.view()?;
         let table = tx.open_table(KEYS)?;
         let mut out = Vec::new();
@@ -170,78 +189,28 @@ impl Store {
         Ok(out)
     }
 
-    /// Revokes the account's keys starting with `prefix`; returns how many.
-    pub fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
-        let (account, prefix) = (account.to_string(), prefix.to_string());
-        let count = self.write(move |tx| {
-            let mut table = tx.open_table(KEYS)?;
-            let mut hits = Vec::new();
-            for row in table.iter()? {
-                let (k, v) = row?;
-                let record: KeyRecord = decode(v.value())?;
-                if record.account == account && record.prefix.starts_with(&prefix) && !record.revoked {
-                    hits.push((k.value().to_vec(), record));
-                }
-            }
-            for (hash, record) in &mut hits {
-                record.revoked = true;
-                table.insert(hash.as_slice(), encode(record)?.as_slice())?;
-            }
-            Ok(hits.len())
-        })?;
-        self.key_cache.invalidate();
-        Ok(count)
-    }
-}
-
-#[async_trait::async_trait]
-impl Accounts for Store {
-    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
-        let name = name.to_string();
-        blocking(self, move |store| store.ensure_account(&name)).await
-    }
-
-    async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
-        Store::account(self, name)
-    }
-
-    async fn list_accounts(&self, query: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
-        Store::list_accounts(self, query)
-    }
-
-    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
-        let (account, plan) = (account.to_string(), plan.to_string());
-        blocking(self, move |store| store.set_plan(&account, &plan, allowance)).await
-    }
-
-    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
-        let account = account.to_string();
-        blocking(self, move |store| store.set_queue_weight(&account, weight)).await
-    }
-
-    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
-        let (account, key) = (account.to_string(), key.to_string());
-        blocking(self, move |store| store.insert_key(&account, &key)).await
-    }
-
-    async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
-        Store::key(self, hash)
-    }
-
-    fn cached_key(&self, hash: &[u8; 32]) -> Option<Arc<KeyRecord>> {
-        self.key_cache.get(hash).1
-    }
-
-    async fn admit_request(&self, _: &[u8; 32], _: u32) -> Result<bool, StoreError> {
-        Ok(true)
-    }
-
-    async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError> {
-        Store::keys_of(self, account)
-    }
-
     async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
         let (account, prefix) = (account.to_string(), prefix.to_string());
-        blocking(self, move |store| store.revoke_keys(&account, &prefix)).await
+        blocking(self, move |store| {
+            let count = store.write(move |tx| {
+                let mut table = tx.open_table(KEYS)?;
+                let mut hits = Vec::new();
+                for row in table.iter()? {
+                    let (k, v) = row?;
+                    let record: KeyRecord = decode(v.value())?;
+                    if record.account == account && record.prefix.starts_with(&prefix) && !record.revoked {
+                        hits.push((k.value().to_vec(), record));
+                    }
+                }
+                for (hash, record) in &mut hits {
+                    record.revoked = true;
+                    table.insert(hash.as_slice(), encode(record)?.as_slice())?;
+                }
+                Ok(hits.len())
+            })?;
+            store.key_cache.invalidate();
+            Ok(count)
+        })
+        .await
     }
 }

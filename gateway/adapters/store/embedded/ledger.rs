@@ -1,6 +1,6 @@
 //! The ledger: append-only entries, each moving money into or out of one of an account's three pots. A
 //! pot's available amount is always the sum of its entries; `FUNDS` caches those sums and is updated in the
-//! same transaction as the entries, and [`Store::verify_ledger`] proves the two agree. Money earmarked in
+//! same transaction as the entries, and [`Ledger::verify_ledger`] proves the two agree. Money earmarked in
 //! memory (`earmarks`) stays in its pot until it is charged, and no other debit may take it.
 //!
 //! Entries are `LEDGER` rows, except an earmarked task's charge: it is journaled on the task's settlement,
@@ -12,7 +12,7 @@ use super::Earmark;
 use super::earmarks::{Book, Move};
 use super::overlay::{ReadTable, View};
 use super::tables::{LEDGER_SEQ, SEQUENCES};
-use super::{FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
+use super::{Commit, FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
 use super::{Hold, blocking};
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::audit;
@@ -144,52 +144,6 @@ pub(crate) fn entries_on(task: &TaskRecord) -> Vec<Entry> {
 }
 
 impl Store {
-    /// Appends entries on their own (top-ups, grants, plans).
-    pub fn post(&self, postings: &[Posting]) -> Result<(), StoreError> {
-        let (postings, earmarks) = (postings.to_vec(), self.earmarks.clone());
-        self.write(move |tx| append(tx, &earmarks, postings, None, Keep::Rows).map(|_| ()))
-    }
-
-    /// Whether money ever moved for `account` (it has a funds row, which its first entry writes).
-    pub fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
-        Ok(self.view()?.open_table(FUNDS)?.get(account)?.is_some())
-    }
-
-    /// What `account` may spend: each pot less what tasks in flight have held or earmarked from it.
-    pub fn funds(&self, account: &str) -> Result<Funds, StoreError> {
-        Ok(funds_row(&self.view()?.open_table(FUNDS)?, account)?.less(&self.earmarks.of(account)))
-    }
-
-    /// What tasks in flight of `account` have earmarked, per pot (a part of its pots [`Store::funds`] leaves out).
-    pub fn earmarked(&self, account: &str) -> Funds {
-        self.earmarks.of(account)
-    }
-
-    /// Entries of one account (or all), oldest first: the rows and the settlements' (a full read of both
-    /// tables: for the back office).
-    pub fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        let (mut entries, _) = entries_and_tasks(&self.view()?)?;
-        entries.retain(|entry| account.is_none_or(|a| a == entry.account));
-        Ok(entries)
-    }
-
-    /// Recomputes every account's pots from the entries and compares them with the cached sums, and checks
-    /// every task's money: at most one hold and one settlement entry per pot, a charge within `[0, hold]`,
-    /// and entries that add up to what its settlement says it charged.
-    pub fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
-        // A snapshot: on a live store, entries and funds read at different moments would not agree.
-        let tx = self.overlay.snapshot(&self.db)?;
-        let (entries, tasks) = entries_and_tasks(&tx)?;
-        let mut cached: BTreeMap<String, Funds> = BTreeMap::new();
-        for row in tx.open_table(FUNDS)?.iter()? {
-            let (account, value) = row?;
-            cached.insert(account.value().to_string(), decode(value.value())?);
-        }
-        Ok(audit::audit(&entries, &tasks, &cached))
-    }
-}
-
-impl Store {
     /// Everything the store holds, as of one snapshot ([`crate::ports::storage::Export`]).
     pub fn export(&self) -> Result<crate::ports::storage::Export, StoreError> {
         use super::{ACCOUNTS, IDEMPOTENCY, KEYS, MODEL_SWITCHES};
@@ -256,38 +210,74 @@ fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreE
 #[async_trait::async_trait]
 impl Ledger for Store {
     async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
-        blocking(self, move |store| store.post(&postings)).await
+        blocking(self, move |store| {
+            let earmarks = store.earmarks.clone();
+            store.write(move |tx| append(tx, &earmarks, postings, None, Keep::Rows).map(|_| ()))
+        })
+        .await
     }
 
     async fn has_entries(&self, account: &str) -> Result<bool, StoreError> {
-        Store::has_entries(self, account)
+        // An account's first entry writes its funds row.
+        Ok(self.view()?.open_table(FUNDS)?.get(account)?.is_some())
     }
 
     async fn funds(&self, account: &str) -> Result<Funds, StoreError> {
-        Store::funds(self, account)
+        Ok(funds_row(&self.view()?.open_table(FUNDS)?, account)?.less(&self.earmarks.of(account)))
     }
 
     fn earmarked(&self, account: &str) -> Funds {
-        Store::earmarked(self, account)
+        self.earmarks.of(account)
     }
 
     async fn entries(&self, account: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        Store::entries(self, account)
+        // A full read of both tables, the rows and the settlements': for the back office.
+        let (mut entries, _) = entries_and_tasks(&self.view()?)?;
+        entries.retain(|entry| account.is_none_or(|a| a == entry.account));
+        Ok(entries)
     }
 
     async fn verify_ledger(&self) -> Result<LedgerReport, StoreError> {
-        blocking(self, Store::verify_ledger).await
+        blocking(self, |store| {
+            // A snapshot: on a live store, entries and funds read at different moments would not agree.
+            let tx = store.overlay.snapshot(&store.db)?;
+            let (entries, tasks) = entries_and_tasks(&tx)?;
+            let mut cached: BTreeMap<String, Funds> = BTreeMap::new();
+            for row in tx.open_table(FUNDS)?.iter()? {
+                let (account, value) = row?;
+                cached.insert(account.value().to_string(), decode(value.value())?);
+            }
+            Ok(audit::audit(&entries, &tasks, &cached))
+        })
+        .await
     }
 
     async fn usage(&self, filter: UsageFilter) -> Result<Vec<serde_json::Value>, StoreError> {
-        Store::usage(self, &filter)
+        let tx = self.view()?;
+        let tasks: Vec<TaskRecord> =
+            tx.open_table(TASKS)?.iter()?.map(|row| decode(row?.1.value())).collect::<Result<_, _>>()?;
+        Ok(filter.lines(&tasks)?)
     }
 
     async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
-        Store::earmark(self, account, hold).await
+        // A stopped writer could not store the task's end: refuse before the upstream is called.
+        if !self.writer.running() {
+            return Err(StoreError::unavailable("the store can no longer make writes durable"));
+        }
+        if let Some(decided) = self.earmarks.try_earmark(account, hold) {
+            return Ok(decided);
+        }
+        // The account's funds are not in memory yet: the writer reads them, in a write that writes nothing.
+        let (account, earmarks) = (account.to_string(), self.earmarks.clone());
+        self.queue(Commit::Deferred, move |tx: &Tx| Ok(earmarks.earmark_from(&account, funds_in(tx, &account)?, hold)))
+            .await
     }
 
     fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
-        Store::earmark_now(self, account, hold)
+        // As `earmark` decides it, without its write: not at all once the writer has stopped.
+        if !self.writer.running() {
+            return None;
+        }
+        self.earmarks.try_earmark(account, hold)
     }
 }

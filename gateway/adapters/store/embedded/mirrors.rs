@@ -15,14 +15,19 @@ pub(super) fn enqueue(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
     Ok(())
 }
 
-impl Store {
-    /// Queued tasks due by `now_ms`, each set aside for `lease_ms` (the write that does so need not be
-    /// durable: a crash only makes them due again sooner).
-    pub async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+#[async_trait::async_trait]
+impl Copies for Store {
+    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
         // Looked for without a write first: the writer is woken only when a copy is due.
-        if !self.any_mirror_due(now_ms)? {
+        let any_due = {
+            let view = self.view()?;
+            let pending = view.open_table(PENDING_MIRRORS)?;
+            pending.iter()?.any(|row| row.is_ok_and(|(_, due_ms)| due_ms.value() <= now_ms))
+        };
+        if !any_due {
             return Ok(Vec::new());
         }
+        // The lease need not be durable: a crash only makes the copies due again sooner.
         self.queue(Commit::Deferred, move |tx: &Tx| {
             let mut pending = tx.open_table(PENDING_MIRRORS)?;
             let mut due = Vec::new();
@@ -48,13 +53,7 @@ impl Store {
         .await
     }
 
-    fn any_mirror_due(&self, now_ms: i64) -> Result<bool, StoreError> {
-        let view = self.view()?;
-        let pending = view.open_table(PENDING_MIRRORS)?;
-        Ok(pending.iter()?.any(|row| row.is_ok_and(|(_, due_ms)| due_ms.value() <= now_ms)))
-    }
-
-    pub async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
+    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
         self.queue(Commit::Deferred, move |tx: &Tx| {
             let mut pending = tx.open_table(PENDING_MIRRORS)?;
             for task_id in &task_ids {
@@ -67,7 +66,7 @@ impl Store {
         .await
     }
 
-    pub async fn save_mirror(
+    async fn save_mirror(
         &self,
         task_id: &str,
         mirror: Mirror,
@@ -91,26 +90,5 @@ impl Store {
             }
         })
         .await
-    }
-}
-
-#[async_trait::async_trait]
-impl Copies for Store {
-    async fn due_mirrors(&self, now_ms: i64, lease_ms: i64, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
-        Store::due_mirrors(self, now_ms, lease_ms, limit).await
-    }
-
-    async fn renew_mirrors(&self, task_ids: Vec<String>, until_ms: i64) -> Result<(), StoreError> {
-        Store::renew_mirrors(self, task_ids, until_ms).await
-    }
-
-    async fn save_mirror(
-        &self,
-        task_id: &str,
-        mirror: Mirror,
-        results: Vec<TaskResult>,
-        retry_ms: Option<i64>,
-    ) -> Result<(), StoreError> {
-        Store::save_mirror(self, task_id, mirror, results, retry_ms).await
     }
 }

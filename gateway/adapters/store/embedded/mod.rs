@@ -193,46 +193,6 @@ impl Store {
     {
         self.writer.queue(commit, op)
     }
-
-    /// Commits every queued write and stops taking writes, leaving a file the next start opens without a
-    /// full repair. Call once the server has stopped.
-    /// Whether the store still makes writes durable: once its log cannot be written it takes none (each is
-    /// refused at once as unavailable), and the process should be restarted, which replays the log.
-    pub fn writable(&self) -> bool {
-        self.writer.running()
-    }
-
-    /// Resolves once the store can no longer make writes durable.
-    pub async fn broken(&self) {
-        self.writer.broken().await
-    }
-
-    pub fn close(&self) -> Result<(), StoreError> {
-        self.writer.close()
-    }
-
-    /// Resolves once every write applied so far is on disk: for answers that show state another request
-    /// wrote (a task read, an idempotent replay) and must not get ahead of its commit.
-    pub async fn caught_up(&self) -> Result<(), StoreError> {
-        self.writer.caught_up().await
-    }
-
-    /// Models switched on or off by an operator, overriding the spec's `enabled`.
-    pub fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
-        let view = self.view()?;
-        let table = view.open_table(MODEL_SWITCHES)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (k, v) = row?;
-            out.push((k.value().to_string(), v.value()));
-        }
-        Ok(out)
-    }
-
-    pub fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
-        let model = model.to_string();
-        self.write(move |tx| tx.open_table(MODEL_SWITCHES)?.insert(model.as_str(), enabled))
-    }
 }
 
 /// How many changes replay would take from a log file holding `bytes`: for the log reader's fuzzer
@@ -256,12 +216,22 @@ async fn blocking<T: Send + 'static>(
 #[async_trait::async_trait]
 impl Switches for Store {
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
-        Store::model_switches(self)
+        let view = self.view()?;
+        let table = view.open_table(MODEL_SWITCHES)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            out.push((k.value().to_string(), v.value()));
+        }
+        Ok(out)
     }
 
     async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
         let model = model.to_string();
-        blocking(self, move |store| store.set_model_switch(&model, enabled)).await
+        blocking(self, move |store| {
+            store.write(move |tx| tx.open_table(MODEL_SWITCHES)?.insert(model.as_str(), enabled))
+        })
+        .await
     }
 }
 
@@ -283,15 +253,17 @@ impl Lifecycle for Store {
     }
 
     fn writable(&self) -> bool {
-        Store::writable(self)
+        // Once its log cannot be written the store takes no write (each is refused at once as unavailable),
+        // and the process should be restarted, which replays the log.
+        self.writer.running()
     }
 
     async fn broken(&self) {
-        Store::broken(self).await
+        self.writer.broken().await
     }
 
     async fn caught_up(&self) -> Result<(), StoreError> {
-        Store::caught_up(self).await
+        self.writer.caught_up().await
     }
 
     async fn changed(&self) {
@@ -299,7 +271,8 @@ impl Lifecycle for Store {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        blocking(self, Store::close).await
+        // Every queued write is committed first, which leaves a file the next start opens without a full repair.
+        blocking(self, |store| store.writer.close()).await
     }
 }
 
@@ -310,6 +283,7 @@ mod tests {
     use crate::domain::billing::books::{EntryKind, Posting, Pot, Shortfall};
     use crate::domain::listing::{ListPosition, TaskQuery};
     use crate::domain::usage_log::UsageFilter;
+    use crate::ports::storage::{Accounts, Deliveries, Ledger, Tasks};
     use serde::{Serialize, de::DeserializeOwned};
 
     /// The files as a killed process leaves them: redb's as of its last checkpoint, and the log.
@@ -337,13 +311,14 @@ mod tests {
     fn a_snapshot_sees_nothing_written_after_it_while_a_view_does() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.post(&[top_up(100)]).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(store.post(vec![top_up(100)])).unwrap();
         let balance =
             |view: &overlay::View| ledger::funds_row(&view.open_table(FUNDS).unwrap(), "acme").unwrap().balance;
         let (snapshot, view) = (store.overlay.snapshot(&store.db).unwrap(), store.view().unwrap());
-        store.post(&[top_up(50)]).unwrap();
+        runtime.block_on(store.post(vec![top_up(50)])).unwrap();
         assert_eq!((balance(&snapshot), balance(&view)), (100, 150));
-        assert!(store.verify_ledger().unwrap().problems.is_empty());
+        assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
     }
 
     /// A settled task as the sync lane stores it: nested records, a `Value`, options set and unset.
@@ -518,12 +493,19 @@ mod tests {
         let mut unsettled = task("task-4", "acme", 4_000);
         (unsettled.status, unsettled.billing) = (TaskStatus::Running, None);
         add(unsettled);
-        let acme = store.usage(&UsageFilter { account: Some("acme".into()), ..UsageFilter::default() }).unwrap();
+        let acme = runtime
+            .block_on(store.usage(UsageFilter { account: Some("acme".into()), ..UsageFilter::default() }))
+            .unwrap();
         let seen: Vec<(&str, i64)> =
             acme.iter().map(|l| (l["task_id"].as_str().unwrap(), l["at_ms"].as_i64().unwrap())).collect();
         assert_eq!(seen, [("task-1", 1_000), ("task-3", 3_000)]);
         assert_eq!(acme[1]["charged"], 40_000);
-        let all: Vec<_> = store.usage(&UsageFilter::default()).unwrap().iter().map(|l| l["task_id"].clone()).collect();
+        let all: Vec<_> = runtime
+            .block_on(store.usage(UsageFilter::default()))
+            .unwrap()
+            .iter()
+            .map(|l| l["task_id"].clone())
+            .collect();
         assert_eq!(all, ["task-1", "task-other", "task-3"]);
     }
 
@@ -542,45 +524,47 @@ mod tests {
         };
         let running = [TaskStatus::Running];
         let change = |task: TaskRef, status| {
-            let pending = store.change_task(task, &running, Commit::Durable, move |t| t.status = status);
+            let pending = store.change_task(task, &running, Commit::Durable, Box::new(move |t| t.status = status));
             runtime.block_on(pending).unwrap()
         };
         let changed = change(stored.clone().into(), TaskStatus::Success).unwrap();
         assert_eq!(changed.status, TaskStatus::Success);
         assert!(change(stored.into(), TaskStatus::Cancelled).is_none(), "the record it knew is gone");
         assert!(change(changed.task_id.as_str().into(), TaskStatus::Cancelled).is_none());
-        assert_eq!(store.task(&changed.task_id).unwrap().unwrap().status, TaskStatus::Success);
+        assert_eq!(runtime.block_on(store.task(&changed.task_id)).unwrap().unwrap().status, TaskStatus::Success);
     }
 
     #[test]
     fn durable_writes_survive_a_crash_through_the_log() {
         let live = tempfile::tempdir().unwrap();
         let store = Store::open(live.path()).unwrap();
-        store.ensure_account("acme").unwrap();
-        store.post(&[top_up(5_000_000), top_up(2_000_000)]).unwrap();
-        store.set_model_switch("some-model", false).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(store.ensure_account("acme")).unwrap();
+        runtime.block_on(store.post(vec![top_up(5_000_000), top_up(2_000_000)])).unwrap();
+        runtime.block_on(store.set_model_switch("some-model", false)).unwrap();
 
         // redb alone has none of it yet...
         let without_log = Store::open(crash_image(live.path(), &["mediagate.redb"]).path()).unwrap();
-        assert!(without_log.account("acme").unwrap().is_none());
+        assert!(runtime.block_on(without_log.account("acme")).unwrap().is_none());
         // ...and with the log, every write is back.
         let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         let recovered = Store::open(image.path()).unwrap();
-        assert!(recovered.account("acme").unwrap().is_some());
-        assert_eq!(recovered.funds("acme").unwrap().balance, 7_000_000);
-        assert_eq!(recovered.model_switches().unwrap(), [("some-model".to_string(), false)]);
-        assert!(recovered.verify_ledger().unwrap().problems.is_empty());
+        assert!(runtime.block_on(recovered.account("acme")).unwrap().is_some());
+        assert_eq!(runtime.block_on(recovered.funds("acme")).unwrap().balance, 7_000_000);
+        assert_eq!(runtime.block_on(recovered.model_switches()).unwrap(), [("some-model".to_string(), false)]);
+        assert!(runtime.block_on(recovered.verify_ledger()).unwrap().problems.is_empty());
         // The replay was checkpointed: the recovered store opens again to the same state.
         drop(recovered);
         let reopened = Store::open(image.path()).unwrap();
-        assert_eq!(reopened.funds("acme").unwrap().balance, 7_000_000);
-        assert!(reopened.verify_ledger().unwrap().problems.is_empty());
+        assert_eq!(runtime.block_on(reopened.funds("acme")).unwrap().balance, 7_000_000);
+        assert!(runtime.block_on(reopened.verify_ledger()).unwrap().problems.is_empty());
     }
 
     #[test]
     fn a_failing_write_fails_alone_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         // Concurrent, so they usually share a batch; the outcome must not depend on it.
         let writes: Vec<_> = ["before", "failing", "after"]
             .into_iter()
@@ -602,7 +586,7 @@ mod tests {
             .collect();
         let outcomes: Vec<bool> = writes.into_iter().map(|w| w.join().unwrap().is_ok()).collect();
         assert_eq!(outcomes, [true, false, true]);
-        let switches = |store: &Store| store.model_switches().unwrap();
+        let switches = |store: &Store| runtime.block_on(store.model_switches()).unwrap();
         let expected = [("after".to_string(), false), ("before".to_string(), false)];
         assert_eq!(switches(&store), expected);
         // Nor did the failed write reach the log.
@@ -619,14 +603,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let run = |pending: Pending<Inserted>| runtime.block_on(pending).unwrap();
         let earmark = |amount| {
             let hold = Hold { amount, trial_only: false };
             runtime.block_on(store.earmark("acme", hold)).unwrap()
         };
-        let balance = |store: &Store| store.funds("acme").unwrap().balance;
-        store.ensure_account("acme").unwrap();
-        store.post(&[top_up(100_000)]).unwrap();
+        let balance = |store: &Store| runtime.block_on(store.funds("acme")).unwrap().balance;
+        runtime.block_on(store.ensure_account("acme")).unwrap();
+        runtime.block_on(store.post(vec![top_up(100_000)])).unwrap();
 
         let first = earmark(60_000).unwrap();
         assert_eq!(first.split(), [(Pot::Balance, 60_000)]);
@@ -635,10 +618,11 @@ mod tests {
         assert_eq!(earmark(50_000).unwrap_err(), shortfall(50_000, 40_000));
         let mut task = settled_task();
         (task.account, task.status, task.billing) = ("acme".into(), TaskStatus::Running, None);
-        let held = run(store.add_task(task, None, Some(Hold { amount: 50_000, trial_only: false }), Commit::Durable));
+        let hold = Some(Hold { amount: 50_000, trial_only: false });
+        let held = runtime.block_on(store.add_task(task, None, hold, Commit::Durable)).unwrap();
         assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall(50_000, 40_000)), "{held:?}");
-        assert!(store.post(&[top_up(-40_001)]).is_err(), "a debit may not take earmarked money");
-        store.post(&[top_up(-30_000)]).unwrap();
+        assert!(runtime.block_on(store.post(vec![top_up(-40_001)])).is_err(), "a debit may not take earmarked money");
+        runtime.block_on(store.post(vec![top_up(-30_000)])).unwrap();
         assert_eq!(earmark(10_001).unwrap_err(), shortfall(10_001, 10_000), "decided after the debit");
         // A write that debits and is undone leaves the funds as they were.
         let earmarks = store.earmarks.clone();
@@ -659,19 +643,20 @@ mod tests {
         let ended = runtime.block_on(store.add_ended(ended, first)).unwrap();
         assert_eq!(ended.billing.as_ref().unwrap().settlement.as_ref().unwrap().charged, 40_000);
         assert_eq!((balance(&store), store.earmarked("acme").balance), (30_000, 0));
-        let kinds: Vec<_> = store.entries(Some("acme")).unwrap().iter().map(|e| (e.seq, e.kind, e.delta)).collect();
+        let kinds: Vec<_> =
+            runtime.block_on(store.entries(Some("acme"))).unwrap().iter().map(|e| (e.seq, e.kind, e.delta)).collect();
         assert_eq!(
             kinds,
             [(1, EntryKind::TopUp, 100_000), (2, EntryKind::TopUp, -30_000), (3, EntryKind::Charge, -40_000)]
         );
         // The charge is journaled on the task's settlement, not as a row of its own.
-        let charge = &store.entries(Some("acme")).unwrap()[2];
+        let charge = &runtime.block_on(store.entries(Some("acme"))).unwrap()[2];
         assert_eq!((charge.task_id.as_deref(), charge.at_ms), (Some("task-019ab2c4"), ended.finished_ms.unwrap()));
         assert_eq!(charge.note, "success beta-image-2.0-pro_t2i");
         assert!(store.view().unwrap().open_table(LEDGER).unwrap().get(3).unwrap().is_none());
         // A credit counts too, and takes the next number.
-        store.post(&[top_up(5_000)]).unwrap();
-        assert_eq!(store.entries(Some("acme")).unwrap().last().map(|e| e.seq), Some(4));
+        runtime.block_on(store.post(vec![top_up(5_000)])).unwrap();
+        assert_eq!(runtime.block_on(store.entries(Some("acme"))).unwrap().last().map(|e| e.seq), Some(4));
         assert_eq!(earmark(35_001).unwrap_err(), shortfall(35_001, 35_000));
 
         // Dropped unspent (the task was never stored): nothing is charged.
@@ -680,11 +665,11 @@ mod tests {
             (balance(&store), store.earmarked("acme")),
             (35_000, crate::domain::billing::books::Funds::default())
         );
-        assert!(store.verify_ledger().unwrap().problems.is_empty());
+        assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
         let image = crash_image(dir.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         let recovered = Store::open(image.path()).unwrap();
-        assert_eq!(recovered.entries(None).unwrap().len(), 4);
-        assert_eq!(recovered.verify_ledger().unwrap().entries, 4);
+        assert_eq!(runtime.block_on(recovered.entries(None)).unwrap().len(), 4);
+        assert_eq!(runtime.block_on(recovered.verify_ledger()).unwrap().entries, 4);
     }
 
     /// An entry a settlement holds under a number a row already has is reported.
@@ -693,17 +678,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        store.post(&[top_up(1_000), top_up(2_000)]).unwrap();
-        store.post(&[top_up(3_000)]).unwrap();
-        let seqs: Vec<u64> = store.entries(None).unwrap().iter().map(|e| e.seq).collect();
+        runtime.block_on(store.post(vec![top_up(1_000), top_up(2_000)])).unwrap();
+        runtime.block_on(store.post(vec![top_up(3_000)])).unwrap();
+        let seqs: Vec<u64> = runtime.block_on(store.entries(None)).unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [1, 2, 3]);
-        assert!(store.verify_ledger().unwrap().problems.is_empty());
+        assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
 
         let mut task = settled_task();
         task.account = "acme".into();
         task.billing.as_mut().unwrap().settlement.as_mut().unwrap().ledger_seq = Some(3);
         runtime.block_on(store.add_task(task, None, None, Commit::Durable)).unwrap();
-        let problems = store.verify_ledger().unwrap().problems;
+        let problems = runtime.block_on(store.verify_ledger()).unwrap().problems;
         assert!(problems.iter().any(|p| p == "entry 3 numbered twice"), "{problems:?}");
     }
 
@@ -711,10 +696,11 @@ mod tests {
     fn a_closed_store_needs_no_log() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.ensure_account("acme").unwrap();
-        store.close().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(store.ensure_account("acme")).unwrap();
+        runtime.block_on(store.close()).unwrap();
         let image = crash_image(dir.path(), &["mediagate.redb"]);
-        assert!(Store::open(image.path()).unwrap().account("acme").unwrap().is_some());
+        assert!(runtime.block_on(Store::open(image.path()).unwrap().account("acme")).unwrap().is_some());
     }
 
     #[test]
@@ -734,11 +720,11 @@ mod tests {
             // The checkpoint due after the deferred write's batch froze it unlogged; the durable write logs
             // it, in the other file (and a checkpoint is due again by then).
             std::thread::sleep(std::time::Duration::from_millis(2));
-            store.set_model_switch(&format!("durable-{i}"), true).unwrap();
+            runtime.block_on(store.set_model_switch(&format!("durable-{i}"), true)).unwrap();
         }
         let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         for _ in 0..2 {
-            let switches = Store::open(image.path()).unwrap().model_switches().unwrap();
+            let switches = runtime.block_on(Store::open(image.path()).unwrap().model_switches()).unwrap();
             assert_eq!(switches.len(), 60, "every write the durable ones followed is back");
         }
     }
@@ -748,20 +734,21 @@ mod tests {
         let live = tempfile::tempdir().unwrap();
         // Checkpoints between most writes: the log moves between its files, over older records.
         let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
-        store.ensure_account("acme").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(store.ensure_account("acme")).unwrap();
         for _ in 0..50 {
-            store.post(&[top_up(1_000)]).unwrap();
+            runtime.block_on(store.post(vec![top_up(1_000)])).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         // Live, the entries are read from redb and the overlay together: each once, in order.
-        let seqs: Vec<u64> = store.entries(Some("acme")).unwrap().iter().map(|e| e.seq).collect();
+        let seqs: Vec<u64> = runtime.block_on(store.entries(Some("acme"))).unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, (1..=50).collect::<Vec<_>>());
-        assert!(store.verify_ledger().unwrap().problems.is_empty());
+        assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
         let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         for _ in 0..2 {
             let recovered = Store::open(image.path()).unwrap();
-            assert_eq!(recovered.funds("acme").unwrap().balance, 50_000);
-            assert!(recovered.verify_ledger().unwrap().problems.is_empty());
+            assert_eq!(runtime.block_on(recovered.funds("acme")).unwrap().balance, 50_000);
+            assert!(runtime.block_on(recovered.verify_ledger()).unwrap().problems.is_empty());
         }
     }
 
@@ -793,7 +780,7 @@ mod tests {
         let mut paged = Vec::new();
         let mut after = None;
         loop {
-            let page = store.list_tasks(&query(after, 7)).unwrap();
+            let page = runtime.block_on(store.list_tasks(query(after, 7))).unwrap();
             after = page.last().map(ListPosition::of);
             paged.extend(ids(page));
             if after.is_none() {
@@ -801,7 +788,7 @@ mod tests {
             }
         }
         assert_eq!(paged, expected);
-        store.close().unwrap();
+        runtime.block_on(store.close()).unwrap();
         drop(store);
 
         // As a store from before the index: the index and its mark gone.
@@ -812,7 +799,7 @@ mod tests {
         tx.commit().unwrap();
         drop(db);
         let reopened = Store::open(live.path()).unwrap();
-        assert_eq!(ids(reopened.list_tasks(&query(None, 100)).unwrap()), expected);
+        assert_eq!(ids(runtime.block_on(reopened.list_tasks(query(None, 100))).unwrap()), expected);
     }
 
     /// Due deliveries come by their next attempt's time, only the due ones, each once however often it was
@@ -847,9 +834,9 @@ mod tests {
         runtime.block_on(store.save_delivery(delivery(19, 0, DeliveryState::Delivered))).unwrap();
         let ids = |due: Vec<Delivery>| due.into_iter().map(|d| d.id).collect::<Vec<_>>();
         let expected: Vec<String> = (10..19).rev().map(|n| format!("msg_{n:02}")).collect();
-        assert_eq!(ids(store.due_deliveries(9_000, 100).unwrap()), expected);
-        assert_eq!(ids(store.due_deliveries(9_000, 3).unwrap()), expected[..3]);
-        store.close().unwrap();
+        assert_eq!(ids(runtime.block_on(store.due_deliveries(9_000, 100)).unwrap()), expected);
+        assert_eq!(ids(runtime.block_on(store.due_deliveries(9_000, 3)).unwrap()), expected[..3]);
+        runtime.block_on(store.close()).unwrap();
         drop(store);
 
         // As a store from before the index: its pending deliveries listed by id, the index and its mark gone.
@@ -866,19 +853,19 @@ mod tests {
         tx.commit().unwrap();
         drop(db);
         let reopened = Store::open(live.path()).unwrap();
-        assert_eq!(ids(reopened.due_deliveries(9_000, 100).unwrap()), expected);
-        assert_eq!(reopened.due_deliveries(100_000, 100).unwrap().len(), 19);
+        assert_eq!(ids(runtime.block_on(reopened.due_deliveries(9_000, 100)).unwrap()), expected);
+        assert_eq!(runtime.block_on(reopened.due_deliveries(100_000, 100)).unwrap().len(), 19);
 
         // A replay asked for while an attempt runs stands when the attempt is written: due when it said.
-        let mut taken = reopened.due_deliveries(9_000, 1).unwrap().remove(0);
+        let mut taken = runtime.block_on(reopened.due_deliveries(9_000, 1)).unwrap().remove(0);
         let replayed = runtime.block_on(reopened.replay_delivery(&taken.id, 1_000)).unwrap().unwrap();
         assert_eq!((replayed.state, replayed.next_attempt_ms, replayed.replays), (DeliveryState::Pending, 1_000, 1));
         taken.attempts.push(crate::domain::deliveries::Attempt { at_ms: 9_000, status: Some(200), error: None });
         taken.state = DeliveryState::Delivered;
         runtime.block_on(reopened.save_delivery(taken.clone())).unwrap();
-        let after = reopened.delivery(&taken.id).unwrap().unwrap();
+        let after = runtime.block_on(reopened.delivery(&taken.id)).unwrap().unwrap();
         assert_eq!((after.state, after.next_attempt_ms, after.attempts.len()), (DeliveryState::Pending, 1_000, 1));
-        assert_eq!(reopened.due_deliveries(1_000, 100).unwrap()[0].id, taken.id);
+        assert_eq!(runtime.block_on(reopened.due_deliveries(1_000, 100)).unwrap()[0].id, taken.id);
         assert!(runtime.block_on(reopened.replay_delivery("msg_none", 0)).unwrap().is_none());
     }
 }

@@ -9,6 +9,7 @@ use super::Hold;
 use super::{Commit, Inserted, Store, TaskRecord, TaskStatus, wal};
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::usage::{Measured, Reading};
+use crate::ports::storage::{Accounts, Ledger, Tasks};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -91,7 +92,7 @@ fn run(ops: Vec<Op>) {
     let store = Store::open(live.path()).unwrap_or_else(|e| panic!("{e}"));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
     let mut seen = Acknowledged::default();
-    store.ensure_account("acme").unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(store.ensure_account("acme")).unwrap_or_else(|e| panic!("{e}"));
     for (step, op) in ops.into_iter().chain([Op::Crash]).enumerate() {
         let id = format!("task-{step}");
         match op {
@@ -104,10 +105,10 @@ fn run(ops: Vec<Op>) {
                     task_id: None,
                     note: String::new(),
                 };
-                store.post(&[posting]).unwrap_or_else(|e| panic!("{e}"));
+                runtime.block_on(store.post(vec![posting])).unwrap_or_else(|e| panic!("{e}"));
             }
             // Lowering a plan below what is held or earmarked may be refused; nothing is written then.
-            Op::Plan(allowance) => drop(store.set_plan("acme", "p", allowance)),
+            Op::Plan(allowance) => drop(runtime.block_on(store.set_plan("acme", "p", allowance))),
             Op::Held(n) => {
                 let hold = Hold { amount: quote(n), trial_only: false };
                 let added = store.add_task(task(&id, n, quote(n)), None, Some(hold), Commit::Durable);
@@ -131,30 +132,31 @@ fn run(ops: Vec<Op>) {
             Op::End { index, delivered } => {
                 let Some(id) = seen.held.get(index % seen.held.len().max(1)).cloned() else { continue };
                 let live = [TaskStatus::Queued, TaskStatus::Running];
-                let changed = store.change_task(id.as_str(), &live, Commit::Durable, ended(delivered));
+                let changed = store.change_task(id.as_str().into(), &live, Commit::Durable, Box::new(ended(delivered)));
                 if let Ok(Some(task)) = runtime.block_on(changed) {
                     let before = seen.tasks.insert(id.clone(), task.status);
                     assert_eq!(before, Some(TaskStatus::Queued), "{id} ended twice");
                 }
             }
-            Op::Crash => check_recovered(live.path(), &seen),
+            Op::Crash => check_recovered(&runtime, live.path(), &seen),
         }
     }
 }
 
 /// Recovers the store from the files a process killed now would leave, and checks it.
-fn check_recovered(live: &Path, seen: &Acknowledged) {
+fn check_recovered(runtime: &tokio::runtime::Runtime, live: &Path, seen: &Acknowledged) {
     let image = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for file in ["mediagate.redb", wal::FILES[0], wal::FILES[1]] {
         std::fs::copy(live.join(file), image.path().join(file)).unwrap_or_else(|e| panic!("{e}"));
     }
     let store = Store::open(image.path()).unwrap_or_else(|e| panic!("{e}"));
-    let report = store.verify_ledger().unwrap_or_else(|e| panic!("{e}"));
+    let report = runtime.block_on(store.verify_ledger()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.problems, Vec::<String>::new());
     let mut held = 0;
     let mut charged = 0;
     for (id, status) in &seen.tasks {
-        let task = store.task(id).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{id} lost"));
+        let task =
+            runtime.block_on(store.task(id)).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{id} lost"));
         assert_eq!(task.status, *status, "{id}");
         let billing = task.billing.as_ref().unwrap_or_else(|| panic!("{id} has no billing"));
         let hold: i64 = billing.hold.iter().map(|(_, a)| a).sum();
@@ -171,9 +173,9 @@ fn check_recovered(live: &Path, seen: &Acknowledged) {
         }
     }
     // No money made: the pots, what is held and what was charged are what was paid in.
-    let funds = store.funds("acme").unwrap_or_else(|e| panic!("{e}"));
-    let paid_in: i64 = store
-        .entries(Some("acme"))
+    let funds = runtime.block_on(store.funds("acme")).unwrap_or_else(|e| panic!("{e}"));
+    let paid_in: i64 = runtime
+        .block_on(store.entries(Some("acme")))
         .unwrap_or_else(|e| panic!("{e}"))
         .iter()
         .filter(|e| matches!(e.kind, EntryKind::TopUp | EntryKind::Plan | EntryKind::Grant))

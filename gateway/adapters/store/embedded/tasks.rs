@@ -5,14 +5,12 @@ use super::Earmark;
 use super::earmarks::Book;
 use super::ledger::{self, Keep};
 use super::{
-    Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Pending, Store, StoreError,
-    StoredTask, TASKS, TASKS_BY_ACCOUNT, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
+    Commit, Hold, IDEMPOTENCY, IN_FLIGHT, IdempotencyClaim, IdempotencyRecord, Inserted, Store, StoreError, StoredTask,
+    TASKS, TASKS_BY_ACCOUNT, TaskRecord, TaskRef, TaskStatus, Tx, decode, encode,
 };
-use crate::domain::billing::books::{Shortfall, hold_postings};
+use crate::domain::billing::books::hold_postings;
 use crate::domain::listing::TaskQuery;
-use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{Forwarded, TaskChange, Tasks};
-use serde_json::Value;
 use std::sync::Arc;
 
 /// Writes a task stored for the first time, and indexes it.
@@ -27,16 +25,57 @@ pub(super) fn account_position(task: &TaskRecord) -> (&str, i64, &str) {
 }
 
 impl Store {
-    /// Stores a new task in one transaction with its idempotency record and the hold on the account's
-    /// funds, committed as `commit` asks; resolves to what was decided, with the task as stored (with its
-    /// hold). Nothing is written if the idempotency key is taken or the account cannot fund `hold`.
-    pub fn add_task(
+    /// Every task that has not reached a terminal state. Apart from [`Tasks::claim`], which hands them to the
+    /// poller only once, because the restart bench reads them twice (cold, then warm) to time start-up.
+    pub fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let tx = self.view()?;
+        let ids = tx.open_table(IN_FLIGHT)?;
+        let tasks = tx.open_table(TASKS)?;
+        let mut out = Vec::new();
+        for row in ids.iter()? {
+            let (id, _) = row?;
+            if let Some(v) = tasks.get(id.value())? {
+                out.push(decode(v.value())?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Settles `task`, which has just ended, inside `tx` ([`crate::domain::billing::settle`]): appends its entries,
+/// spending `spending` if given. An earmarked task's charge is journaled on its settlement, which the caller
+/// writes in the same transaction.
+fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option<Earmark>) -> Result<(), StoreError> {
+    let keep = match task.billing.as_ref() {
+        Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
+        _ => Keep::Rows,
+    };
+    let Some(settled) = task.settle() else { return Ok(()) };
+    super::super::unusable_usage_noted(task, &settled);
+    let first = ledger::append(tx, earmarks, settled.postings, spending, keep)?;
+    if keep == Keep::OnSettlement
+        && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
+    {
+        settlement.ledger_seq = first;
+    }
+    Ok(())
+}
+
+/// What the write ending a task queues with it: the delivery of its end, and the copy of its results.
+fn queue_follow_ups(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
+    super::webhooks::enqueue(tx, task)?;
+    super::mirrors::enqueue(tx, task)
+}
+
+#[async_trait::async_trait]
+impl Tasks for Store {
+    async fn add_task(
         &self,
         mut new: TaskRecord,
         idempotency: Option<IdempotencyClaim>,
         hold: Option<Hold>,
         commit: Commit,
-    ) -> Pending<Inserted> {
+    ) -> Result<Inserted, StoreError> {
         let earmarks = self.earmarks.clone();
         self.queue(commit, move |tx: &Tx| {
             // Every refusal is decided before the first write, so a refused insert writes nothing.
@@ -78,37 +117,11 @@ impl Store {
             }
             Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes })))
         })
-    }
-
-    /// Earmarks `hold` from the account's funds in memory, for a task written once, when it ends
-    /// ([`Store::add_ended`]); writes nothing. At once when the account's funds are known, else through
-    /// the writer. Resolves to the earmark, or to why the account cannot fund it.
-    pub async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
-        // A stopped writer could not store the task's end: refuse before the upstream is called.
-        if !self.writer.running() {
-            return Err(StoreError::unavailable("the store can no longer make writes durable"));
-        }
-        if let Some(decided) = self.earmarks.try_earmark(account, hold) {
-            return Ok(decided);
-        }
-        let (account, earmarks) = (account.to_string(), self.earmarks.clone());
-        self.queue(Commit::Deferred, move |tx: &Tx| {
-            Ok(earmarks.earmark_from(&account, ledger::funds_in(tx, &account)?, hold))
-        })
         .await
     }
 
-    /// [`Store::earmark`] when the account's funds are known (no write needed), with the writer running.
-    pub fn earmark_now(&self, account: &str, hold: Hold) -> Option<Result<Earmark, Shortfall>> {
-        if !self.writer.running() {
-            return None;
-        }
-        self.earmarks.try_earmark(account, hold)
-    }
-
-    /// Stores a task that has ended, with its settlement (the charge of what it used from `earmark`), in one
-    /// durable write. The earmark is released with it, or when the write does not happen.
-    pub fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Pending<TaskRecord> {
+    async fn add_ended(&self, mut task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError> {
+        // The write spends the earmark; a write that does not happen drops it, which releases its money.
         let earmarks = self.earmarks.clone();
         self.queue(Commit::Durable, move |tx: &Tx| {
             if !task.status.is_terminal() {
@@ -119,16 +132,16 @@ impl Store {
             insert_new(tx, &task, &encode(&task)?)?;
             Ok(task)
         })
+        .await
     }
 
-    pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let tx = self.view()?;
         let table = tx.open_table(TASKS)?;
         table.get(task_id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// The account's tasks `query` selects, newest first.
-    pub fn list_tasks(&self, query: &TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
+    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
         let view = self.view()?;
         let (tasks, by_account) = (view.open_table(TASKS)?, view.open_table(TASKS_BY_ACCOUNT)?);
         let account = query.account.as_str();
@@ -148,25 +161,14 @@ impl Store {
         Ok(listed)
     }
 
-    /// The usage log's lines `filter` keeps, oldest first: one per settled task, dated when it ended.
-    pub fn usage(&self, filter: &UsageFilter) -> Result<Vec<Value>, StoreError> {
-        let tx = self.view()?;
-        let tasks: Vec<TaskRecord> =
-            tx.open_table(TASKS)?.iter()?.map(|row| decode(row?.1.value())).collect::<Result<_, _>>()?;
-        Ok(filter.lines(&tasks)?)
-    }
-
-    /// Applies `change` if the task is still in one of `expected`, committed as `commit` asks; resolves to
-    /// the new record, or `None` when the task moved on meanwhile (someone else won the race) or does not
-    /// exist.
-    pub fn change_task(
+    async fn change_task(
         &self,
-        task: impl Into<TaskRef>,
+        task: TaskRef,
         expected: &[TaskStatus],
         commit: Commit,
-        change: impl FnOnce(&mut TaskRecord) + Send + 'static,
-    ) -> Pending<Option<TaskRecord>> {
-        let (task, expected, earmarks) = (task.into(), expected.to_vec(), self.earmarks.clone());
+        change: TaskChange,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let (expected, earmarks) = (expected.to_vec(), self.earmarks.clone());
         self.queue(commit, move |tx: &Tx| {
             let (task_id, known) = match task {
                 TaskRef::Id(id) | TaskRef::Polled(id) => (id, None),
@@ -189,92 +191,11 @@ impl Store {
             tasks.insert(task_id.as_str(), encode(&task)?.as_slice())?;
             Ok(Some(task))
         })
-    }
-
-    /// Every task that has not reached a terminal state.
-    pub fn in_flight(&self) -> Result<Vec<TaskRecord>, StoreError> {
-        let tx = self.view()?;
-        let ids = tx.open_table(IN_FLIGHT)?;
-        let tasks = tx.open_table(TASKS)?;
-        let mut out = Vec::new();
-        for row in ids.iter()? {
-            let (id, _) = row?;
-            if let Some(v) = tasks.get(id.value())? {
-                out.push(decode(v.value())?);
-            }
-        }
-        Ok(out)
-    }
-
-    /// The idempotency record stored under `key`.
-    pub fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let tx = self.view()?;
-        let table = tx.open_table(IDEMPOTENCY)?;
-        table.get(key)?.map(|v| decode(v.value())).transpose()
-    }
-}
-
-/// Settles `task`, which has just ended, inside `tx` ([`crate::domain::billing::settle`]): appends its entries,
-/// spending `spending` if given. An earmarked task's charge is journaled on its settlement, which the caller
-/// writes in the same transaction.
-fn settle(tx: &Tx, earmarks: &Arc<Book>, task: &mut TaskRecord, spending: Option<Earmark>) -> Result<(), StoreError> {
-    let keep = match task.billing.as_ref() {
-        Some(billing) if billing.entries_on_settlement() => Keep::OnSettlement,
-        _ => Keep::Rows,
-    };
-    let Some(settled) = task.settle() else { return Ok(()) };
-    super::super::unusable_usage_noted(task, &settled);
-    let first = ledger::append(tx, earmarks, settled.postings, spending, keep)?;
-    if keep == Keep::OnSettlement
-        && let Some(settlement) = task.billing.as_mut().and_then(|b| b.settlement.as_mut())
-    {
-        settlement.ledger_seq = first;
-    }
-    Ok(())
-}
-
-/// What the write ending a task queues with it: the delivery of its end, and the copy of its results.
-fn queue_follow_ups(tx: &Tx, task: &TaskRecord) -> Result<(), StoreError> {
-    super::webhooks::enqueue(tx, task)?;
-    super::mirrors::enqueue(tx, task)
-}
-
-#[async_trait::async_trait]
-impl Tasks for Store {
-    async fn add_task(
-        &self,
-        new: TaskRecord,
-        idempotency: Option<IdempotencyClaim>,
-        hold: Option<Hold>,
-        commit: Commit,
-    ) -> Result<Inserted, StoreError> {
-        Store::add_task(self, new, idempotency, hold, commit).await
-    }
-
-    async fn add_ended(&self, task: TaskRecord, earmark: Earmark) -> Result<TaskRecord, StoreError> {
-        Store::add_ended(self, task, earmark).await
-    }
-
-    async fn task(&self, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        Store::task(self, task_id)
-    }
-
-    async fn list_tasks(&self, query: TaskQuery) -> Result<Vec<TaskRecord>, StoreError> {
-        Store::list_tasks(self, &query)
-    }
-
-    async fn change_task(
-        &self,
-        task: TaskRef,
-        expected: &[TaskStatus],
-        commit: Commit,
-        change: TaskChange,
-    ) -> Result<Option<TaskRecord>, StoreError> {
-        Store::change_task(self, task, expected, commit, change).await
+        .await
     }
 
     async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
-        let written = Store::change_task(self, task, &[TaskStatus::Queued], Commit::Durable, change).await?;
+        let written = self.change_task(task, &[TaskStatus::Queued], Commit::Durable, change).await?;
         Ok(written.map(|task| Forwarded { task, polled_here: true }))
     }
 
@@ -284,11 +205,11 @@ impl Tasks for Store {
         if self.claimed.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return Ok(Vec::new());
         }
-        Store::in_flight(self)
+        self.in_flight()
     }
 
     async fn polls_here(&self, task_id: &str) -> Result<bool, StoreError> {
-        Ok(Store::task(self, task_id)?.is_some_and(|task| !task.status.is_terminal()))
+        Ok(self.task(task_id).await?.is_some_and(|task| !task.status.is_terminal()))
     }
 
     async fn leased(&self, _: Option<String>, _: usize) -> Result<Option<Vec<TaskRecord>>, StoreError> {
@@ -300,6 +221,8 @@ impl Tasks for Store {
     }
 
     async fn idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
-        Store::idempotency(self, key)
+        let tx = self.view()?;
+        let table = tx.open_table(IDEMPOTENCY)?;
+        table.get(key)?.map(|v| decode(v.value())).transpose()
     }
 }

@@ -37,13 +37,31 @@ pub(super) fn save(tx: &Tx, delivery: &Delivery, before: Option<&Delivery>) -> R
 }
 
 impl Store {
-    pub fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
+    /// Writes what `change` makes of the delivery `id` as stored, in one durable write; `None` if there is none.
+    async fn change_delivery(
+        &self,
+        id: String,
+        change: impl FnOnce(Delivery) -> Delivery + Send + 'static,
+    ) -> Result<Option<Delivery>, StoreError> {
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            let Some(before) = stored(tx, &id)? else { return Ok(None) };
+            let delivery = change(before.clone());
+            save(tx, &delivery, Some(&before))?;
+            Ok(Some(delivery))
+        })
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Deliveries for Store {
+    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
         let view = self.view()?;
         let table = view.open_table(WEBHOOK_SETTINGS)?;
         table.get(account)?.map(|v| decode(v.value())).transpose()
     }
 
-    pub async fn change_webhook_settings(
+    async fn change_webhook_settings(
         &self,
         account: &str,
         change: SettingsChange,
@@ -60,8 +78,8 @@ impl Store {
         .await
     }
 
-    /// Pending deliveries due by `now_ms`, oldest due first (one process attempts them all: no lease).
-    pub fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
+        // One process attempts them all: no lease. `DELIVERIES_DUE` lists the pending ones by when they are due.
         let view = self.view()?;
         let (by_time, deliveries) = (view.open_table(DELIVERIES_DUE)?, view.open_table(DELIVERIES)?);
         let mut due = Vec::new();
@@ -78,12 +96,12 @@ impl Store {
         Ok(due)
     }
 
-    pub async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
+    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
         let id = attempted.id.clone();
         self.change_delivery(id, move |stored| attempted.after_attempt(&stored)).await.map(drop)
     }
 
-    pub async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
         self.change_delivery(id.to_string(), move |mut delivery| {
             delivery.replay(now_ms);
             delivery
@@ -91,29 +109,13 @@ impl Store {
         .await
     }
 
-    /// Writes what `change` makes of the delivery `id` as stored, in one durable write; `None` if there is none.
-    async fn change_delivery(
-        &self,
-        id: String,
-        change: impl FnOnce(Delivery) -> Delivery + Send + 'static,
-    ) -> Result<Option<Delivery>, StoreError> {
-        self.queue(Commit::Durable, move |tx: &Tx| {
-            let Some(before) = stored(tx, &id)? else { return Ok(None) };
-            let delivery = change(before.clone());
-            save(tx, &delivery, Some(&before))?;
-            Ok(Some(delivery))
-        })
-        .await
-    }
-
-    pub fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
+    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
         let view = self.view()?;
         let table = view.open_table(DELIVERIES)?;
         table.get(id)?.map(|v| decode(v.value())).transpose()
     }
 
-    /// The deliveries `filter` keeps, newest first (ids are time-ordered).
-    pub fn deliveries(&self, filter: &DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
+    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
         let view = self.view()?;
         let mut kept = Vec::new();
         for row in view.open_table(DELIVERIES)?.iter()? {
@@ -122,43 +124,9 @@ impl Store {
                 kept.push(delivery);
             }
         }
+        // Ids are time-ordered: by id, descending, is newest first.
         kept.sort_by(|a, b| b.id.cmp(&a.id));
         kept.truncate(filter.limit);
         Ok(kept)
-    }
-}
-
-#[async_trait::async_trait]
-impl Deliveries for Store {
-    async fn webhook_settings(&self, account: &str) -> Result<Option<WebhookSettings>, StoreError> {
-        Store::webhook_settings(self, account)
-    }
-
-    async fn change_webhook_settings(
-        &self,
-        account: &str,
-        change: SettingsChange,
-    ) -> Result<WebhookSettings, StoreError> {
-        Store::change_webhook_settings(self, account, change).await
-    }
-
-    async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
-        Store::due_deliveries(self, now_ms, limit)
-    }
-
-    async fn save_delivery(&self, attempted: Delivery) -> Result<(), StoreError> {
-        Store::save_delivery(self, attempted).await
-    }
-
-    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
-        Store::replay_delivery(self, id, now_ms).await
-    }
-
-    async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
-        Store::delivery(self, id)
-    }
-
-    async fn deliveries(&self, filter: DeliveryFilter) -> Result<Vec<Delivery>, StoreError> {
-        Store::deliveries(self, &filter)
     }
 }
