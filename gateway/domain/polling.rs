@@ -31,6 +31,12 @@ impl PollSchedule {
         (self.next(age_ms) / 2).max(self.min_interval_ms)
     }
 
+    /// The pause after a look at a task that holds an upstream slot other jobs wait for: as short as the
+    /// bounds allow, since every moment its end goes unseen its slot stands idle.
+    pub fn while_others_wait(&self) -> i64 {
+        self.min_interval_ms
+    }
+
     /// The pause after a look that failed (the upstream did not answer, or answered an error).
     pub fn after_failure(&self, age_ms: i64) -> i64 {
         self.next(age_ms).max(RETRY_MS)
@@ -72,5 +78,6 @@ mod tests {
                 "{age} ms old"
             );
         }
+        assert_eq!(SCHEDULE.while_others_wait(), 1_000);
     }
 }

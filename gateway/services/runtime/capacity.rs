@@ -218,6 +218,20 @@ impl Capacity {
         self.let_go(task_id);
     }
 
+    /// Whether jobs wait in this process's line for a slot of `model`'s pool.
+    pub fn contended(&self, model: &ModelSpec) -> bool {
+        self.lock().queues.get(&pool_id(model)).is_some_and(|q| !q.is_empty())
+    }
+
+    /// The upstream reports `task_id` ended, before this process has written it so: its slot is free on the
+    /// upstream now, and goes to the next in line without waiting for the results to be read and the task
+    /// settled. Counted here only: where the store keeps the slots, the task's end gives its slot back.
+    pub fn ended_upstream(&self, task_id: &str) {
+        if self.shared.is_none() {
+            self.let_go(task_id);
+        }
+    }
+
     /// The task is no longer this process's to poll (it ended, or another process took it over and counts
     /// its slot): a slot it held here goes to the next in line.
     pub fn let_go(&self, task_id: &str) {

@@ -533,12 +533,25 @@ impl Sweeper {
 
     /// When to look at a live task again.
     fn next_due(&self, slot: Slot, now: i64) -> i64 {
-        now + self.config().schedule().next(self.age(slot, now))
+        let schedule = self.config().schedule();
+        if self.others_wait(slot) {
+            return now + schedule.while_others_wait();
+        }
+        now + schedule.next(self.age(slot, now))
     }
 
     /// When to look again at a live task a list reported.
     fn next_list_look(&self, slot: Slot, now: i64) -> i64 {
-        now + self.config().schedule().after_list(self.age(slot, now))
+        let schedule = self.config().schedule();
+        if self.others_wait(slot) {
+            return now + schedule.while_others_wait();
+        }
+        now + schedule.after_list(self.age(slot, now))
+    }
+
+    /// Whether the task holds an upstream slot that jobs wait in line for.
+    fn others_wait(&self, slot: Slot) -> bool {
+        self.tracker.get(slot).is_some_and(|t| t.key.is_some() && self.state.capacity.contended(t.model))
     }
 
     fn retry_due(&self, slot: Slot, now: i64) -> i64 {
@@ -594,7 +607,7 @@ impl Sweeper {
         if task.holder != ticket && task.holder != IDLE {
             return;
         }
-        let (holder, region) = (task.holder, task.model.region);
+        let (holder, region, task_id) = (task.holder, task.model.region, task.task_id.clone());
         if let Some(created) = listed.gmt_create {
             self.tracker.set_upstream_created(slot, created);
         }
@@ -608,6 +621,9 @@ impl Sweeper {
             }
             // Ended (or a word this gateway does not know): the task query tells the rest.
             ListedStatus::Ended | ListedStatus::Unrecognized => {
+                if matches!(listed.status, ListedStatus::Ended) {
+                    self.state.capacity.ended_upstream(&task_id);
+                }
                 let fetch = self.ticket();
                 self.tracker.hold(slot, fetch);
                 if let Some(lane) = self.lane(region) {
