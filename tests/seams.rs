@@ -15,13 +15,15 @@ use mediagate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use mediagate::domain::listing::TaskQuery;
 use mediagate::domain::results::Mirror;
 use mediagate::domain::results::TaskResult;
+use mediagate::domain::retention::Retention;
 use mediagate::domain::tasks::{Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord};
 use mediagate::domain::tasks::{TaskStatus, hash_key};
 use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::domain::usage_log::UsageFilter;
 use mediagate::ports::storage::{
     Accounts, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
-    Lifecycle, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    Lifecycle, Purged, Purging, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks,
+    Topology,
 };
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
@@ -386,6 +388,13 @@ impl Switches for FakeStore {
 }
 
 impl Slots for FakeStore {}
+
+#[async_trait::async_trait]
+impl Purging for FakeStore {
+    async fn purge(&self, _: &Retention, _: i64, _: usize) -> Result<Purged, StoreError> {
+        Ok(Purged::default())
+    }
+}
 
 #[async_trait::async_trait]
 impl Lifecycle for FakeStore {

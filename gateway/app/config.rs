@@ -48,6 +48,58 @@ pub struct Config {
     pub store: StoreConfig,
     pub webhooks: WebhooksConfig,
     pub results: ResultsConfig,
+    pub retention: RetentionConfig,
+}
+
+/// How long finished work is kept (README, Retention), as durations: `90d`, `12h`, `30m`, `1s`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Finished tasks, from their end: then purged with their idempotency records and deliveries, each
+    /// leaving its usage line. A task whose results' copy is still served is kept.
+    #[serde(deserialize_with = "duration")]
+    pub tasks: std::time::Duration,
+    /// Webhook deliveries no longer pending, from their creation.
+    #[serde(deserialize_with = "duration")]
+    pub deliveries: std::time::Duration,
+    /// `Idempotency-Key` records, from their task's creation: a retry after this runs again.
+    #[serde(deserialize_with = "duration")]
+    pub idempotency: std::time::Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> RetentionConfig {
+        let ms = |ms: i64| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+        let policy = crate::domain::retention::Retention::default();
+        RetentionConfig {
+            tasks: ms(policy.tasks_ms),
+            deliveries: ms(policy.deliveries_ms),
+            idempotency: ms(policy.idempotency_ms),
+        }
+    }
+}
+
+impl RetentionConfig {
+    pub fn policy(&self) -> crate::domain::retention::Retention {
+        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        crate::domain::retention::Retention {
+            tasks_ms: ms(self.tasks),
+            deliveries_ms: ms(self.deliveries),
+            idempotency_ms: ms(self.idempotency),
+        }
+    }
+}
+
+/// A duration as people write one (`90d`, `12h`, `30m`, `1s`), of at least a second.
+fn duration<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<std::time::Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    let parsed = humantime::parse_duration(text.trim()).map_err(|e| {
+        serde::de::Error::custom(format!("`{text}` is not a duration ({e}); write one such as 90d, 12h, 30m or 1s"))
+    })?;
+    if parsed < std::time::Duration::from_secs(1) {
+        return Err(serde::de::Error::custom(format!("`{text}` is shorter than the least retention, 1s")));
+    }
+    Ok(parsed)
 }
 
 /// Copies of succeeded tasks' result files in the gateway's own storage, and the links that serve them.
@@ -151,6 +203,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             webhooks: WebhooksConfig::default(),
             results: ResultsConfig::default(),
+            retention: RetentionConfig::default(),
         }
     }
 }

@@ -63,6 +63,7 @@ pub async fn wire(config: Config, upstreams: Upstreams) -> std::io::Result<Wired
         transient_retries: config.transient_retries,
         shared_upstream_slots: config.shared_upstream_slots,
         copy_retry_delays_ms: results.retry_delays_ms.clone(),
+        retention: config.retention.policy(),
     };
     let parts = Parts {
         store,
@@ -112,6 +113,7 @@ pub async fn run(
     tokio::task::spawn_local(crate::services::tasks::dispatch::run(state.clone()));
     tokio::task::spawn_local(crate::services::deliveries::run(state.clone()));
     tokio::task::spawn_local(crate::services::copies::run(state.clone()));
+    tokio::task::spawn_local(crate::services::retention::run(state.clone()));
     tokio::task::spawn_local(follow_switches(state.clone()));
     tokio::task::spawn_local(crate::edges::console::activity::run());
     let (app_state, max_body_bytes) = (web::Data::from(state.clone()), config.max_body_bytes);

@@ -52,6 +52,13 @@ fn format_local(ms: i64) -> String {
         .unwrap_or_default()
 }
 
+/// The least id [`prefixed`] makes with `prefix` from a UUIDv7 of millisecond `ms`: every id made earlier
+/// sorts below it, every id made then or later at or above (the UUID's first twelve hex digits are its
+/// time).
+pub fn prefixed_at(prefix: &str, ms: i64) -> String {
+    format!("{prefix}{:012x}{}", ms.max(0), "0".repeat(20))
+}
+
 /// `prefix` and `id` in hex without hyphens, in one allocation (`format!` would grow its string twice).
 pub fn prefixed(prefix: &str, id: uuid::Uuid) -> String {
     let mut text = String::with_capacity(prefix.len() + uuid::fmt::Simple::LENGTH);
@@ -62,7 +69,21 @@ pub fn prefixed(prefix: &str, id: uuid::Uuid) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::local_time;
+    use super::{local_time, prefixed, prefixed_at};
+
+    #[test]
+    fn ids_made_before_a_moment_sort_below_its_bound_and_the_rest_at_or_above() {
+        let ms = 1_795_000_000_123i64;
+        let bound = prefixed_at("task-", ms);
+        for (made_ms, below) in [(ms - 1, true), (ms, false), (ms + 1, false), (0, true)] {
+            let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+                uuid::NoContext,
+                (made_ms / 1000) as u64,
+                ((made_ms % 1000) * 1_000_000) as u32,
+            ));
+            assert_eq!(prefixed("task-", id) < bound, below, "made at {made_ms}");
+        }
+    }
 
     #[test]
     fn local_time_matches_chronos_format() {

@@ -12,6 +12,7 @@ pub mod listing;
 pub mod polling;
 pub mod registry;
 pub mod results;
+pub mod retention;
 pub mod tasks;
 pub mod usage;
 pub mod usage_log;

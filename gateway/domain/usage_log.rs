@@ -1,11 +1,11 @@
-//! The usage log: one line per settled task, read off the task record rather than stored beside it (a
-//! task's settlement is written in the transaction that ends it and a task never changes after that, so
-//! the line is fixed from then on).
+//! The usage log: one line per settled task, read off the task record while the task is kept (a task's
+//! settlement is written in the transaction that ends it and a task never changes after that, so the line
+//! is fixed from then on), and kept on its own ([`UsageLine`]) once retention purges the task.
 
-use crate::domain::billing::books::Pot;
+use crate::domain::billing::books::{Entry, EntryKind, Pot};
 use crate::domain::billing::pricing::Units;
-use crate::domain::tasks::TaskRecord;
-use serde::Serialize;
+use crate::domain::tasks::{TaskRecord, TaskStatus};
+use serde::{Deserialize, Serialize};
 
 /// One line of the usage log (`GET /admin/v1/usage`): a settled task's settlement, with what names the task.
 #[derive(Debug, Serialize)]
@@ -28,27 +28,87 @@ pub struct UsageRecord<'a> {
     by_source: &'a [(Pot, i64)],
 }
 
-impl UsageRecord<'_> {
+/// A settled task's line of the usage log, as kept once its task is purged: what the log shows of the task,
+/// and where its charge was journaled (an earmarked task's charge is on its settlement, not in the
+/// ledger's rows, so the line keeps it for the ledger's check).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageLine {
+    pub at_ms: i64,
+    pub account: String,
+    pub key_prefix: String,
+    pub model: String,
+    pub operation: String,
+    pub task_id: String,
+    pub request_id: String,
+    pub status: TaskStatus,
+    pub created_at: String,
+    pub units: Units,
+    pub list_price: i64,
+    pub charged: i64,
+    pub by_pot: Vec<(Pot, i64)>,
+    /// `Settlement::ledger_seq`: the first number of an earmarked task's charge entries.
+    pub ledger_seq: Option<u64>,
+}
+
+impl UsageLine {
     /// The usage line of `task`, if it is settled; it is dated when the task ended.
-    pub fn of(task: &TaskRecord) -> Option<UsageRecord<'_>> {
+    pub fn of(task: &TaskRecord) -> Option<UsageLine> {
         let settlement = task.billing.as_ref()?.settlement.as_ref()?;
-        let at_ms = task.ended_ms();
-        Some(UsageRecord {
-            at: crate::domain::clock::local_time(at_ms),
-            at_ms,
-            account: &task.account,
-            key_prefix: &task.key_prefix,
-            model: &task.model,
-            operation: &task.operation,
-            task_id: &task.task_id,
-            request_id: &task.request_id,
-            status: task.status.as_str(),
-            created_at: &task.created_at,
-            units: &settlement.units,
+        Some(UsageLine {
+            at_ms: task.ended_ms(),
+            account: task.account.clone(),
+            key_prefix: task.key_prefix.clone(),
+            model: task.model.to_string(),
+            operation: task.operation.to_string(),
+            task_id: task.task_id.clone(),
+            request_id: task.request_id.clone(),
+            status: task.status,
+            created_at: task.created_at.clone(),
+            units: settlement.units.clone(),
             list_price: settlement.list_price,
             charged: settlement.charged,
-            by_source: &settlement.by_pot,
+            by_pot: settlement.by_pot.clone(),
+            ledger_seq: settlement.ledger_seq,
         })
+    }
+
+    /// The line as the log shows it.
+    pub fn record(&self) -> UsageRecord<'_> {
+        UsageRecord {
+            at: crate::domain::clock::local_time(self.at_ms),
+            at_ms: self.at_ms,
+            account: &self.account,
+            key_prefix: &self.key_prefix,
+            model: &self.model,
+            operation: &self.operation,
+            task_id: &self.task_id,
+            request_id: &self.request_id,
+            status: self.status.as_str(),
+            created_at: &self.created_at,
+            units: &self.units,
+            list_price: self.list_price,
+            charged: self.charged,
+            by_source: &self.by_pot,
+        }
+    }
+
+    /// An earmarked task's charge entries, one per pot, numbered from its settlement's `ledger_seq` (none for
+    /// a task whose charge is in the ledger's rows).
+    pub fn charge_entries(&self) -> Vec<Entry> {
+        let Some(first) = self.ledger_seq else { return Vec::new() };
+        (first..)
+            .zip(&self.by_pot)
+            .map(|(seq, (pot, charged))| Entry {
+                seq,
+                account: self.account.clone(),
+                kind: EntryKind::Charge,
+                pot: *pot,
+                delta: -charged,
+                task_id: Some(self.task_id.clone()),
+                at_ms: self.at_ms,
+                note: crate::domain::billing::entry_note(self.status.as_str(), &self.model),
+            })
+            .collect()
     }
 }
 
@@ -63,28 +123,24 @@ pub struct UsageFilter {
 }
 
 impl UsageFilter {
-    /// Whether `task`'s line is one to read (if it has one).
-    pub fn keeps(&self, task: &TaskRecord) -> bool {
-        let at = task.ended_ms();
-        self.account.as_deref().is_none_or(|a| a == task.account)
-            && self.model.as_deref().is_none_or(|m| m == task.model)
-            && self.since.is_none_or(|s| at >= s)
-            && self.until.is_none_or(|u| at <= u)
+    /// Whether `line` is one to read.
+    pub fn keeps(&self, line: &UsageLine) -> bool {
+        self.account.as_deref().is_none_or(|a| a == line.account)
+            && self.model.as_deref().is_none_or(|m| m == line.model)
+            && self.since.is_none_or(|s| line.at_ms >= s)
+            && self.until.is_none_or(|u| line.at_ms <= u)
     }
 
-    /// The lines of `tasks` it keeps, oldest first.
+    /// The lines it keeps of `tasks` and of the lines `kept` of tasks purged since, oldest first.
     pub fn lines<'t>(
         &self,
         tasks: impl IntoIterator<Item = &'t TaskRecord>,
+        kept: impl IntoIterator<Item = UsageLine>,
     ) -> Result<Vec<serde_json::Value>, serde_json::Error> {
-        let mut lines: Vec<(i64, serde_json::Value)> = Vec::new();
-        for task in tasks {
-            if let Some(line) = UsageRecord::of(task).filter(|_| self.keeps(task)) {
-                lines.push((line.at_ms, serde_json::to_value(line)?));
-            }
-        }
-        lines.sort_by_key(|(at, _)| *at);
-        Ok(lines.into_iter().map(|(_, line)| line).collect())
+        let mut lines: Vec<UsageLine> = tasks.into_iter().filter_map(UsageLine::of).chain(kept).collect();
+        lines.retain(|line| self.keeps(line));
+        lines.sort_by(|a, b| a.at_ms.cmp(&b.at_ms).then_with(|| a.task_id.cmp(&b.task_id)));
+        lines.iter().map(|line| serde_json::to_value(line.record())).collect()
     }
 }
 
@@ -111,9 +167,9 @@ mod tests {
                         "baseline": 10000000},
         }))
         .unwrap();
-        assert!(UsageRecord::of(&task).is_none(), "not settled yet");
+        assert!(UsageLine::of(&task).is_none(), "not settled yet");
         let postings = task.settle().unwrap().postings;
-        let mut line: Value = serde_json::to_value(UsageRecord::of(&task).unwrap()).unwrap();
+        let mut line: Value = serde_json::to_value(UsageLine::of(&task).unwrap().record()).unwrap();
         let fields = line.as_object_mut().unwrap();
         assert!(fields.shift_remove("at").unwrap().is_string());
         assert_eq!(fields.shift_remove("at_ms").unwrap(), 1_790_000_000_120i64, "dated when the task ended");

@@ -11,10 +11,11 @@ use crate::domain::errors::{Code, ErrorCode};
 use crate::domain::listing::TaskQuery;
 use crate::domain::results::Mirror;
 use crate::domain::results::TaskResult;
+use crate::domain::retention::Retention;
 use crate::domain::tasks::{
     Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus,
 };
-use crate::domain::usage_log::UsageFilter;
+use crate::domain::usage_log::{UsageFilter, UsageLine};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -159,6 +160,8 @@ pub struct Export {
     pub switches: Vec<(String, bool)>,
     pub webhook_settings: Vec<(String, WebhookSettings)>,
     pub deliveries: Vec<Delivery>,
+    /// The usage lines of tasks retention purged.
+    pub usage_lines: Vec<UsageLine>,
 }
 
 /// A change to a live task, applied by [`Tasks::change_task`] if the task is still as expected.
@@ -169,9 +172,9 @@ pub type SettingsChange = Box<dyn FnOnce(&mut WebhookSettings) + Send>;
 /// What the gateway asks of its durable state, by role. Every write is applied whole or not at all, and is
 /// durable (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
 /// A store is all the roles at once.
-pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Lifecycle {}
+pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + Lifecycle {}
 
-impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Lifecycle> Storage for S {}
+impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + Lifecycle> Storage for S {}
 
 /// Who shares the store, which decides where the limits, the spending decisions and the polling live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,6 +406,24 @@ pub trait Slots: Send + Sync {
         let _ = (pool, holder, key);
         Ok(())
     }
+}
+
+/// How much finished work one [`Purging::purge`] removed, by kind.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Purged {
+    pub tasks: usize,
+    pub deliveries: usize,
+    pub idempotency: usize,
+}
+
+/// Finished work past its retention.
+#[async_trait::async_trait]
+pub trait Purging: Send + Sync {
+    /// Removes, in one write, at most `limit` of each kind of finished work that `retention` no longer keeps
+    /// at `now_ms`: deliveries, idempotency records, then tasks, each purged task leaving its usage line
+    /// (read by the usage log and the ledger's check as the task was). A task with a delivery still
+    /// pending is kept. Where replicas share the store, one purges at a time; the others purge nothing.
+    async fn purge(&self, retention: &Retention, now_ms: i64, limit: usize) -> Result<Purged, StoreError>;
 }
 
 /// The store itself: who shares it, whether it takes writes, and its shared secrets.

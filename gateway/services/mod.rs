@@ -9,6 +9,7 @@ pub mod deliveries;
 pub mod errors;
 pub mod models;
 pub mod quotes;
+pub mod retention;
 pub mod runtime;
 pub mod startup;
 pub mod submit;

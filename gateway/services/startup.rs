@@ -28,7 +28,7 @@ pub async fn start(parts: Parts) -> Result<Gateway, String> {
         registry: Registry::new(switches)?,
         poller: Poller::new(polled),
         capacity,
-        finished: FinishedAnswers::new(finished_task_cache_bytes),
+        finished: FinishedAnswers::new(finished_task_cache_bytes, settings.retention.tasks_ms),
         started_ms: crate::domain::clock::now_ms(),
         store,
         upstream,

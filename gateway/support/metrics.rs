@@ -67,6 +67,7 @@ struct Metrics {
     poll_lag: Histogram,
     usage_unusable: Counter,
     webhook_attempts: Family<KindLabels, Counter>,
+    purged: Family<KindLabels, Counter>,
     mirrored_files: Family<KindLabels, Counter>,
     mirrored_bytes: Counter,
     stored_files: Gauge,
@@ -138,6 +139,12 @@ fn metrics() -> &'static Metrics {
         let poll_lag = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let usage_unusable = Counter::default();
         let webhook_attempts = Family::<KindLabels, Counter>::default();
+        let purged = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "purged",
+            "Finished work retention removed, by kind: tasks (each leaving its usage line), deliveries, idempotency",
+            purged.clone(),
+        );
         let (mirrored_files, mirrored_bytes) = (Family::<KindLabels, Counter>::default(), Counter::default());
         let (stored_files, stored_bytes) = (Gauge::default(), Gauge::default());
         let (slots_used, slots_cap) = (Family::<SlotLabels, Gauge>::default(), Family::<SlotLabels, Gauge>::default());
@@ -204,6 +211,7 @@ fn metrics() -> &'static Metrics {
             poll_lag,
             usage_unusable,
             webhook_attempts,
+            purged,
             mirrored_files,
             mirrored_bytes,
             stored_files,
@@ -278,6 +286,14 @@ pub fn usage_unusable() {
 
 pub fn webhook_attempt(outcome: &'static str) {
     metrics().webhook_attempts.get_or_create(&KindLabels::of(outcome)).inc();
+}
+
+/// What one retention pass removed.
+pub fn purged(tasks: usize, deliveries: usize, idempotency: usize) {
+    let m = metrics();
+    for (kind, count) in [("tasks", tasks), ("deliveries", deliveries), ("idempotency", idempotency)] {
+        m.purged.get_or_create(&KindLabels::of(kind)).inc_by(count as u64);
+    }
 }
 
 pub fn results_mirrored(files: u64, bytes: u64) {

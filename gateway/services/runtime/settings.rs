@@ -3,6 +3,7 @@
 //! file (`app::config`), where each is a section.
 
 use crate::domain::polling::PollSchedule;
+use crate::domain::retention::Retention;
 use serde::Deserialize;
 
 /// The settings every use case reads, handed over by the binary.
@@ -20,6 +21,8 @@ pub struct Settings {
     pub shared_upstream_slots: bool,
     /// Wait before each retry of a failed result copy (milliseconds).
     pub copy_retry_delays_ms: Vec<u64>,
+    /// How long finished work is kept.
+    pub retention: Retention,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -19,5 +19,6 @@ pub fn answer(task: &TaskRecord) -> (serde_json::Value, bool) {
 /// The answer to a read of `task`.
 pub fn render(task: &TaskRecord) -> Result<TaskAnswer, serde_json::Error> {
     let (body, no_store) = answer(task);
-    Ok(TaskAnswer { account: task.account.clone(), body: serde_json::to_vec(&body)?.into(), no_store })
+    let body = serde_json::to_vec(&body)?.into();
+    Ok(TaskAnswer { account: task.account.clone(), body, no_store, ended_ms: task.finished_ms })
 }

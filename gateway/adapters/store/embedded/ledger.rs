@@ -11,15 +11,15 @@
 use super::Earmark;
 use super::earmarks::{Book, Move};
 use super::overlay::{ReadTable, View};
-use super::tables::{LEDGER_SEQ, SEQUENCES};
+use super::tables::{LEDGER_SEQ, SEQUENCES, USAGE_LINES};
 use super::{Commit, FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
 use super::{Hold, blocking};
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::audit;
 use crate::domain::billing::audit::{LedgerReport, TaskMoney};
 use crate::domain::billing::books::Shortfall;
-use crate::domain::billing::books::{Entry, EntryKind, Funds, Posting};
-use crate::domain::usage_log::UsageFilter;
+use crate::domain::billing::books::{Entry, Funds, Posting};
+use crate::domain::usage_log::{UsageFilter, UsageLine};
 use crate::ports::storage::Ledger;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -126,21 +126,7 @@ fn take_seqs(tx: &Tx, count: u64) -> Result<u64, StoreError> {
 /// The entries `task`'s settlement holds ([`Keep::OnSettlement`]): an earmarked task's charge, dated when
 /// the task ended.
 pub(crate) fn entries_on(task: &TaskRecord) -> Vec<Entry> {
-    let Some(settlement) = task.billing.as_ref().and_then(|b| b.settlement.as_ref()) else { return Vec::new() };
-    let Some(first) = settlement.ledger_seq else { return Vec::new() };
-    (first..)
-        .zip(&settlement.by_pot)
-        .map(|(seq, (pot, charged))| Entry {
-            seq,
-            account: task.account.clone(),
-            kind: EntryKind::Charge,
-            pot: *pot,
-            delta: -charged,
-            task_id: Some(task.task_id.clone()),
-            at_ms: task.ended_ms(),
-            note: crate::domain::billing::entry_note(task.status.as_str(), &task.model),
-        })
-        .collect()
+    UsageLine::of(task).map(|line| line.charge_entries()).unwrap_or_default()
 }
 
 impl Store {
@@ -168,6 +154,10 @@ impl Store {
             let task: TaskRecord = decode(row?.1.value())?;
             export.entries.extend(entries_on(&task));
             export.tasks.push(task);
+        }
+        for line in usage_lines(&view)? {
+            export.entries.extend(line.charge_entries());
+            export.usage_lines.push(line);
         }
         export.entries.sort_by_key(|entry| entry.seq);
         for row in view.open_table(IDEMPOTENCY)?.iter()? {
@@ -202,6 +192,10 @@ fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreE
         if let Some(billing) = &task.billing {
             tasks.push(TaskMoney::of(&task.task_id, billing));
         }
+    }
+    // A purged task's charge entries, kept on its usage line.
+    for line in usage_lines(view)? {
+        entries.extend(line.charge_entries());
     }
     entries.sort_by_key(|entry| entry.seq);
     Ok((entries, tasks))
@@ -256,7 +250,7 @@ impl Ledger for Store {
         let tx = self.view()?;
         let tasks: Vec<TaskRecord> =
             tx.open_table(TASKS)?.iter()?.map(|row| decode(row?.1.value())).collect::<Result<_, _>>()?;
-        Ok(filter.lines(&tasks)?)
+        Ok(filter.lines(&tasks, usage_lines(&tx)?)?)
     }
 
     async fn earmark(&self, account: &str, hold: Hold) -> Result<Result<Earmark, Shortfall>, StoreError> {
@@ -280,4 +274,9 @@ impl Ledger for Store {
         }
         self.earmarks.try_earmark(account, hold)
     }
+}
+
+/// The usage lines of the tasks retention purged, in the order they ended.
+fn usage_lines(view: &View) -> Result<Vec<UsageLine>, StoreError> {
+    view.open_table(USAGE_LINES)?.iter()?.map(|row| decode(row?.1.value())).collect()
 }

@@ -65,6 +65,7 @@ fn index_deliveries_due(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod properties;
+mod retention;
 mod syncer;
 mod tables;
 mod tasks;

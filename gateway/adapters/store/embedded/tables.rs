@@ -21,6 +21,8 @@ pub(crate) const DELIVERIES_DUE: TableDefinition<(i64, &str), ()> = TableDefinit
 pub(crate) const PENDING_DELIVERIES: TableDefinition<&str, ()> = TableDefinition::new("pending_deliveries");
 /// Tasks whose results wait to be copied, by id: when each is next tried (epoch ms).
 pub(crate) const PENDING_MIRRORS: TableDefinition<&str, i64> = TableDefinition::new("pending_mirrors");
+/// The usage lines of tasks retention purged, by when each task ended and its id.
+pub(crate) const USAGE_LINES: TableDefinition<(i64, &str), &[u8]> = TableDefinition::new("usage_lines");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
@@ -87,7 +89,7 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 15;
+pub(crate) const COUNT: usize = 16;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
@@ -106,6 +108,7 @@ pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
     &PENDING_DELIVERIES,
     &PENDING_MIRRORS,
     &DELIVERIES_DUE,
+    &USAGE_LINES,
 ];
 
 /// The position in [`ALL`] of the table named `name`.

@@ -113,5 +113,13 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
             .map_err(db_error)?;
     }
     super::webhooks::insert(&tx, &export.deliveries).await?;
+    for line in &export.usage_lines {
+        tx.execute(
+            "INSERT INTO usage_lines (task_id, account, at_ms, line) VALUES ($1, $2, $3, $4)",
+            &[&line.task_id, &line.account, &line.at_ms, &encode(line)?],
+        )
+        .await
+        .map_err(db_error)?;
+    }
     tx.commit().await.map_err(db_error)
 }

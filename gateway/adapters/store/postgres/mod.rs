@@ -21,6 +21,7 @@ mod ledger;
 mod mirrors;
 mod rates;
 mod replicas;
+mod retention;
 mod slots;
 mod tasks;
 mod webhooks;
@@ -32,13 +33,14 @@ use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::listing::TaskQuery;
 use crate::domain::results::Mirror;
 use crate::domain::results::TaskResult;
+use crate::domain::retention::Retention;
 use crate::domain::tasks::{
     Account, AccountQuery, AccountSummary, Hold, IdempotencyRecord, KeyRecord, TaskRecord, TaskStatus,
 };
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
-    Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle,
-    SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle, Purged,
+    Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -545,6 +547,14 @@ impl Slots for Store {
     async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
         let (replica, pool, holder) = (self.replica.id.clone(), pool.to_string(), holder.to_string());
         self.with(move |client| async move { slots::adopt(&client, &replica, &pool, &holder, key).await }).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Purging for Store {
+    async fn purge(&self, retention: &Retention, now_ms: i64, limit: usize) -> Result<Purged, StoreError> {
+        let retention = *retention;
+        self.with(move |mut client| async move { retention::purge(&mut client, &retention, now_ms, limit).await }).await
     }
 }
 

@@ -234,5 +234,6 @@ pub(super) async fn usage(client: &Object, filter: &UsageFilter) -> Result<Vec<s
         .await
         .map_err(db_error)?;
     let tasks: Vec<TaskRecord> = rows.iter().map(|row| decode(row.get(0))).collect::<Result<_, _>>()?;
-    Ok(filter.lines(&tasks)?)
+    let purged = super::retention::usage_lines(client, filter.account.as_deref(), filter.since, filter.until).await?;
+    Ok(filter.lines(&tasks, purged)?)
 }
