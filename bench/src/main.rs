@@ -1,5 +1,6 @@
 //! `bash bench/run.sh [SCENARIO...]`: runs the bench scenarios on this machine (all of them by default:
-//! `forward`, `poller`, `restart`, `disk`, `postgres`, `poller-replicas`, `capacity`, `capacity-replicas`),
+//! `forward`, `poller`, `restart`, `disk`, `postgres`, `poller-replicas`, `capacity`, `capacity-replicas`,
+//! `retention`),
 //! prints one report and writes it
 //! under bench/results/.
 //!
@@ -14,11 +15,21 @@ mod loadgen;
 mod poller_scale;
 mod postgres;
 mod restart;
+mod retention;
 
 use std::process::Command;
 
-const SCENARIOS: [&str; 8] =
-    ["forward", "poller", "restart", "disk", "postgres", "poller-replicas", "capacity", "capacity-replicas"];
+const SCENARIOS: [&str; 9] = [
+    "forward",
+    "poller",
+    "restart",
+    "disk",
+    "postgres",
+    "poller-replicas",
+    "capacity",
+    "capacity-replicas",
+    "retention",
+];
 
 fn main() {
     let asked: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +62,9 @@ fn main() {
     }
     if wanted("capacity-replicas") {
         report.push_str(&capacity::run_replicas());
+    }
+    if wanted("retention") {
+        report.push_str(&retention::run());
     }
     println!("{report}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");

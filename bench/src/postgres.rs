@@ -90,7 +90,7 @@ impl Cluster {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
-    fn psql(&self, sql: &str) -> std::process::Output {
+    pub(crate) fn psql(&self, sql: &str) -> std::process::Output {
         Command::new("psql")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres", "-d", "postgres", "-qAtc", sql])
             .output()
