@@ -48,7 +48,8 @@ enum Command {
         /// The gateway's address (`https://` is verified like the gateway verifies its upstreams).
         #[arg(long, env = "MEDIAGATE_URL", default_value = "http://127.0.0.1:8080")]
         url: String,
-        /// The admin token; by default the gateway's own, from MEDIAGATE_ADMIN_TOKEN.
+        /// The admin token (root's) or an operator's token (`admin operator create`); by default
+        /// MEDIAGATE_ADMIN_TOKEN.
         #[arg(long, env = ADMIN_TOKEN_ENV, hide_env_values = true)]
         token: Option<String>,
         /// A PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE also works).

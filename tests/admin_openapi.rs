@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-/// Every route mounted under `/admin/v1` by gateway/edges/http/admin.rs and admin_webhooks.rs.
-const MOUNTED: [(&str, &str); 20] = [
+/// Every route mounted under `/admin/v1` by gateway/edges/http/admin.rs, admin_webhooks.rs and admin_audit.rs.
+const MOUNTED: [(&str, &str); 24] = [
     ("get", "/admin/v1/accounts"),
     ("post", "/admin/v1/accounts"),
     ("get", "/admin/v1/accounts/{account}"),
@@ -33,7 +33,16 @@ const MOUNTED: [(&str, &str); 20] = [
     ("post", "/admin/v1/accounts/{account}/webhook-endpoint"),
     ("get", "/admin/v1/webhooks/deliveries"),
     ("post", "/admin/v1/webhooks/deliveries/{id}/replay"),
+    ("get", "/admin/v1/operators"),
+    ("post", "/admin/v1/operators"),
+    ("post", "/admin/v1/operators/{name}/revoke"),
+    ("get", "/admin/v1/audit"),
 ];
+
+/// A new operator's name, never used before (names are never reused).
+fn new_operator_name() -> String {
+    format!("probe-{}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos())
+}
 
 /// The account the calls are about.
 const PROBE: &str = "openapi probe";
@@ -116,6 +125,7 @@ fn calls(demo: &Demo, fixture: &Fixture, method: &str, path: &str, operation: &V
         ("post", "/admin/v1/accounts/{account}/plan") => Some(json!({"name": "pro", "allowance": 3_000_000})),
         ("post", "/admin/v1/accounts/{account}/weight") => Some(json!({"weight": 2})),
         ("post", "/admin/v1/accounts/{account}/webhook-endpoint") => Some(json!({"url": fixture.endpoint})),
+        ("post", "/admin/v1/operators") => Some(json!({"name": new_operator_name()})),
         _ => None,
     };
     let prefix = || issue_key(demo).chars().take(mediagate::domain::tasks::KEY_PREFIX_CHARS).collect::<String>();
@@ -135,6 +145,10 @@ fn calls(demo: &Demo, fixture: &Fixture, method: &str, path: &str, operation: &V
             ("path", "task_id") => vec![fixture.task_id.clone()],
             ("path", "model") => vec![fixture.model.clone()],
             ("path", "id") => vec![fixture.delivery_id.clone()],
+            ("path", "name") => {
+                let made = admin(demo, "POST", "/admin/v1/operators", Some(&json!({"name": new_operator_name()})));
+                vec![made.json["operator"]["name"].as_str().unwrap().to_string()]
+            }
             ("path", other) => panic!("{method} {path}: no value for the path parameter `{other}`"),
             _ => continue,
         };
@@ -226,7 +240,7 @@ fn every_admin_operation_is_documented_and_answers_as_documented() {
 
     // The hard-coded list is every route the two modules mount.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/edges/http");
-    let sources: String = ["admin.rs", "admin_webhooks.rs"]
+    let sources: String = ["admin.rs", "admin_webhooks.rs", "admin_audit.rs"]
         .iter()
         .map(|file| std::fs::read_to_string(root.join(file)).unwrap())
         .collect();
@@ -280,8 +294,8 @@ fn every_admin_operation_is_documented_and_answers_as_documented() {
             }
         }
     }
-    // A model switched both ways and the usage log in both formats.
-    assert_eq!(made, MOUNTED.len() + 2);
+    // A model switched both ways, and the usage log and the audit trail in both formats.
+    assert_eq!(made, MOUNTED.len() + 3);
 
     // An error answers the envelope `default` describes.
     let missing = admin(&demo, "GET", "/admin/v1/tasks/no-such-task", None);

@@ -359,6 +359,10 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     let funds = before.funds("acme");
     let usage_lines = |demo: &Demo| std::str::from_utf8(&demo.admin("/usage", None).bytes).unwrap().lines().count();
     let lines = usage_lines(&before);
+    let operator = before.admin("/operators", Some(&json!({"name": "alice"})));
+    let alice = operator.json["token"].as_str().unwrap().to_string();
+    let trail = |demo: &Demo| demo.admin("/audit?limit=1000", None).json["data"].clone();
+    let entries = trail(&before);
     before.kill();
 
     let cluster = Cluster::start();
@@ -407,6 +411,25 @@ fn an_embedded_store_moves_into_postgres_with_one_command() {
     // Every task has ended: the account holds what it was given less what the usage log charged.
     let (trial, plan, balance) = after.funds("acme");
     assert_eq!(trial + plan + balance, 1_000_000_000 + 5_000_000 - after.charged("acme"));
+    // The audit trail moved whole, numbers kept, and goes on after its last entry; the operator's token works.
+    let moved = trail(&after);
+    assert_eq!(moved.as_array().unwrap()[..entries.as_array().unwrap().len()], entries.as_array().unwrap()[..]);
+    let auth = format!("Bearer {alice}");
+    let weighted = after.request(
+        "POST",
+        "/admin/v1/accounts/acme/weight",
+        Some(&json!({"weight": 2})),
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(weighted.status, 200, "{}", weighted.json);
+    let last = trail(&after).as_array().unwrap().last().unwrap().clone();
+    assert_eq!((last["operator"].as_str(), last["action"].as_str()), (Some("alice"), Some("weight.set")));
+    assert!(last["seq"].as_u64() > entries.as_array().unwrap().last().unwrap()["seq"].as_u64(), "{last}");
+    // Not even a database user may rewrite it.
+    for statement in ["DELETE FROM audit_log", "UPDATE audit_log SET operator = 'x'", "TRUNCATE audit_log"] {
+        let refused = common::postgres::query(&url, statement).unwrap_err();
+        assert!(refused.contains("append-only"), "{statement}: {refused}");
+    }
 }
 
 /// The limits of an account (unfinished tasks) and of a key (requests per second) hold across replicas:
@@ -565,7 +588,7 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
         runtime.block_on(Store::connect(options)).unwrap()
     };
     let (stalled, other) = (connect(), connect());
-    runtime.block_on(stalled.ensure_account("acme")).unwrap();
+    runtime.block_on(stalled.ensure_account("acme", &mediagate::domain::audit::Actor::local())).unwrap();
     let task = queued_task("task-fenced", common::now_ms(), Some("up-1"));
     let added = runtime.block_on(stalled.add_task(task, None, None, Commit::Durable)).unwrap();
     assert!(matches!(added, Inserted::Stored(_)));
@@ -612,7 +635,7 @@ fn replicas_take_turns_at_polling_by_creation_time() {
         runtime.block_on(Store::connect(options)).unwrap()
     };
     let (submitter, other) = (connect(), connect());
-    runtime.block_on(submitter.ensure_account("acme")).unwrap();
+    runtime.block_on(submitter.ensure_account("acme", &mediagate::domain::audit::Actor::local())).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while submitter.poll_share() != Some(2) || other.poll_share() != Some(2) {
         assert!(Instant::now() < deadline, "the replicas never counted each other");

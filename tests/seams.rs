@@ -6,6 +6,7 @@
 use bytes::Bytes;
 use mediagate::adapters::files::{Files, FilesConfig};
 use mediagate::adapters::store::embedded::Store;
+use mediagate::domain::audit::{Action, Actor, AuditEntry, AuditFilter, OperatorRecord};
 use mediagate::domain::billing::audit::LedgerReport;
 use mediagate::domain::billing::books::Pot;
 use mediagate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
@@ -21,9 +22,9 @@ use mediagate::domain::tasks::{TaskStatus, hash_key};
 use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::domain::usage_log::UsageFilter;
 use mediagate::ports::storage::{
-    Accounts, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
-    Lifecycle, Purged, Purging, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks,
-    Topology,
+    Accounts, AuditTrail, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted,
+    Ledger, Lifecycle, Purged, Purging, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef,
+    Tasks, Topology,
 };
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
@@ -147,8 +148,8 @@ fn a_submission_is_polled_to_success_and_settled_through_the_upstream_port() {
     let upstream = Arc::new(FakeUpstream { measured, polls_running: 1, calls: Mutex::default() });
     local.block_on(&runtime, async {
         let gateway = gateway(dir.path(), upstream.clone()).await;
-        gateway.store.insert_key("acme", "key-1").await.unwrap();
-        accounts::credit(&gateway, "acme", Credit::TopUp, 100_000_000, String::new()).await.unwrap();
+        gateway.store.insert_key("acme", "key-1", &Actor::local()).await.unwrap();
+        accounts::credit(&gateway, "acme", Credit::TopUp, 100_000_000, String::new(), &Actor::local()).await.unwrap();
         let caller = auth::authenticate(&gateway, hash_key("key-1")).await.unwrap();
         tokio::task::spawn_local(mediagate::services::tasks::poller::run(gateway.clone()));
 
@@ -208,7 +209,7 @@ fn unused() -> ! {
 
 #[async_trait::async_trait]
 impl Accounts for FakeStore {
-    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
+    async fn ensure_account(&self, name: &str, _: &Actor) -> Result<Account, StoreError> {
         self.pots.lock().unwrap().entry(name.into()).or_default();
         Ok(Account { name: name.into(), created_at: String::new(), plan: None, queue_weight: None })
     }
@@ -219,13 +220,13 @@ impl Accounts for FakeStore {
     async fn list_accounts(&self, _: &AccountQuery) -> Result<Vec<AccountSummary>, StoreError> {
         unused()
     }
-    async fn set_plan(&self, _: &str, _: &str, _: i64) -> Result<Account, StoreError> {
+    async fn set_plan(&self, _: &str, _: &str, _: i64, _: &Actor) -> Result<Account, StoreError> {
         unused()
     }
-    async fn set_queue_weight(&self, _: &str, _: u32) -> Result<Account, StoreError> {
+    async fn set_queue_weight(&self, _: &str, _: u32, _: &Actor) -> Result<Account, StoreError> {
         unused()
     }
-    async fn insert_key(&self, _: &str, _: &str) -> Result<(), StoreError> {
+    async fn insert_key(&self, _: &str, _: &str, _: &Actor) -> Result<(), StoreError> {
         unused()
     }
     async fn key(&self, _: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError> {
@@ -240,14 +241,14 @@ impl Accounts for FakeStore {
     async fn keys_of(&self, _: &str) -> Result<Vec<KeyRecord>, StoreError> {
         unused()
     }
-    async fn revoke_keys(&self, _: &str, _: &str) -> Result<usize, StoreError> {
+    async fn revoke_keys(&self, _: &str, _: &str, _: &Actor) -> Result<usize, StoreError> {
         unused()
     }
 }
 
 #[async_trait::async_trait]
 impl Ledger for FakeStore {
-    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+    async fn post(&self, postings: Vec<Posting>, _: &Actor) -> Result<(), StoreError> {
         let mut pots = self.pots.lock().unwrap();
         let mut moved = pots.clone();
         for posting in &postings {
@@ -344,7 +345,12 @@ impl Deliveries for FakeStore {
     async fn webhook_settings(&self, _: &str) -> Result<Option<WebhookSettings>, StoreError> {
         unused()
     }
-    async fn change_webhook_settings(&self, _: &str, _: SettingsChange) -> Result<WebhookSettings, StoreError> {
+    async fn change_webhook_settings(
+        &self,
+        _: &str,
+        _: SettingsChange,
+        _: Option<(&Actor, Action)>,
+    ) -> Result<WebhookSettings, StoreError> {
         unused()
     }
     async fn due_deliveries(&self, _: i64, _: usize) -> Result<Vec<Delivery>, StoreError> {
@@ -353,7 +359,7 @@ impl Deliveries for FakeStore {
     async fn save_delivery(&self, _: Delivery) -> Result<(), StoreError> {
         unused()
     }
-    async fn replay_delivery(&self, _: &str, _: i64) -> Result<Option<Delivery>, StoreError> {
+    async fn replay_delivery(&self, _: &str, _: i64, _: &Actor) -> Result<Option<Delivery>, StoreError> {
         unused()
     }
     async fn delivery(&self, _: &str) -> Result<Option<Delivery>, StoreError> {
@@ -382,7 +388,7 @@ impl Switches for FakeStore {
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError> {
         Ok(Vec::new())
     }
-    async fn set_model_switch(&self, _: &str, _: bool) -> Result<(), StoreError> {
+    async fn set_model_switch(&self, _: &str, _: bool, _: &Actor) -> Result<(), StoreError> {
         unused()
     }
 }
@@ -393,6 +399,25 @@ impl Slots for FakeStore {}
 impl Purging for FakeStore {
     async fn purge(&self, _: &Retention, _: i64, _: usize) -> Result<Purged, StoreError> {
         Ok(Purged::default())
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditTrail for FakeStore {
+    async fn add_operator(&self, _: OperatorRecord, _: &Actor) -> Result<(), StoreError> {
+        unused()
+    }
+    async fn revoke_operator(&self, _: &str, _: i64, _: &Actor) -> Result<Option<OperatorRecord>, StoreError> {
+        unused()
+    }
+    async fn operators(&self) -> Result<Vec<OperatorRecord>, StoreError> {
+        unused()
+    }
+    async fn operator_by_token(&self, _: &str) -> Result<Option<OperatorRecord>, StoreError> {
+        unused()
+    }
+    async fn audit_entries(&self, _: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError> {
+        unused()
     }
 }
 
@@ -449,9 +474,11 @@ fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
             finished_task_cache_bytes: 0,
         };
         let gateway = startup::start(parts).await.unwrap();
-        store.ensure_account("acme").await.unwrap();
+        store.ensure_account("acme", &Actor::local()).await.unwrap();
 
-        let view = accounts::credit(&gateway, "acme", Credit::TopUp, 50_000_000, "hello".into()).await.unwrap();
+        let view = accounts::credit(&gateway, "acme", Credit::TopUp, 50_000_000, "hello".into(), &Actor::local())
+            .await
+            .unwrap();
         assert_eq!(view["funds"]["balance"], 50_000_000);
         let posted: Vec<String> = store
             .posted
@@ -463,11 +490,14 @@ fn a_top_up_posts_one_entry_to_the_balance_through_the_storage_port() {
         assert_eq!(posted, ["TopUp Balance 50000000 hello"]);
 
         for refused in [0, -1] {
-            let error = accounts::credit(&gateway, "acme", Credit::TopUp, refused, String::new()).await.unwrap_err();
+            let error = accounts::credit(&gateway, "acme", Credit::TopUp, refused, String::new(), &Actor::local())
+                .await
+                .unwrap_err();
             assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")), "{refused}");
         }
         let past = mediagate::domain::billing::MAX_MICROS;
-        let error = accounts::credit(&gateway, "acme", Credit::TopUp, past, String::new()).await.unwrap_err();
+        let error =
+            accounts::credit(&gateway, "acme", Credit::TopUp, past, String::new(), &Actor::local()).await.unwrap_err();
         assert_eq!((error.error_code(), error.param()), (Code::invalid_parameter, Some("amount")));
         assert_eq!(store.posted.lock().unwrap().len(), 1, "nothing more was kept");
         assert_eq!(store.pots.lock().unwrap()["acme"].balance, 50_000_000);

@@ -144,7 +144,7 @@ pub fn openapi(spec: &Spec) -> Value {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
                 "altApiKey": {"type": "apiKey", "in": "header", "name": "x-alt-api-key"},
-                "adminToken": {"type": "http", "scheme": "bearer", "description": "The admin token the gateway was started with (`MEDIAGATE_ADMIN_TOKEN`)."},
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "The admin token the gateway was started with (`MEDIAGATE_ADMIN_TOKEN`, the operator `root`), or a named operator's token (`POST /admin/v1/operators`). Each change is on the audit trail under its operator."},
             },
         },
     })
@@ -372,6 +372,7 @@ fn admin_paths() -> Map<String, Value> {
         "responses": ok("What the check found.", "LedgerCheck"),
     }))}));
     paths.extend(admin_webhook_paths());
+    paths.extend(admin_audit_paths());
     paths
 }
 
@@ -411,6 +412,62 @@ fn admin_webhook_paths() -> Map<String, Value> {
         "summary": "Send a delivery again now, whatever became of it, with the same `webhook-id` (its attempts are kept).",
         "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
         "responses": ok("The delivery, pending again.", "Delivery"),
+    }))}));
+    paths
+}
+
+/// The admin API's operators and audit trail.
+fn admin_audit_paths() -> Map<String, Value> {
+    let name = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}});
+    let mut paths = Map::new();
+    paths.insert("/admin/v1/operators".into(), json!({
+        "get": admin(json!({
+            "operationId": "admin_list_operators",
+            "summary": "Every named operator, revoked ones included (never a token).",
+            "responses": ok("The operators, by name.", "OperatorList"),
+        })),
+        "post": admin(json!({
+            "operationId": "admin_create_operator",
+            "summary": "Create a named operator with a token of its own, shown once. Root (the admin token) only.",
+            "requestBody": json_body(json!({
+                "type": "object", "additionalProperties": false, "required": ["name"],
+                "properties": {"name": {"type": "string", "pattern": "^[a-z0-9._-]{1,64}$", "description": "Never reused once taken; `root` and `local` are reserved."}},
+            })),
+            "responses": answer("201", "The operator and its token.", "NewOperator"),
+        })),
+    }));
+    paths.insert(
+        "/admin/v1/operators/{name}/revoke".into(),
+        json!({"post": admin(json!({
+            "operationId": "admin_revoke_operator",
+            "summary": "Revoke a named operator: its token stops working at once, on every replica. Root only.",
+            "parameters": [name],
+            "responses": ok("The operator, revoked.", "RevokedOperator"),
+        }))}),
+    );
+    let action = json!({"$ref": "#/components/schemas/AuditAction"});
+    let entry = json!({"$ref": "#/components/schemas/AuditEntry"});
+    paths.insert("/admin/v1/audit".into(), json!({"get": admin(json!({
+        "operationId": "admin_audit",
+        "summary": "The audit trail: every change an operator made, oldest first. Entries are never changed or removed.",
+        "parameters": [
+            query("operator", "Only this operator's changes (`root` for the admin token).", json!({"type": "string"})),
+            query("action", "Only changes of this kind.", action),
+            query("account", "Only changes to this account.", json!({"type": "string"})),
+            query("via", "Only changes made through this edge.", json!({"$ref": "#/components/schemas/AuditVia"})),
+            query("since", "Only changes at or after this time, epoch milliseconds.", json!({"type": "integer"})),
+            query("until", "Only changes at or before this time, epoch milliseconds.", json!({"type": "integer"})),
+            query("after", "The entries after this `seq` (the page before's `last_seq`).", json!({"type": "integer", "minimum": 0})),
+            query("limit", "Entries at most, per page.", json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": 100})),
+            query("format", "A page of JSON, or every entry kept as JSON lines.", json!({"type": "string", "enum": ["json", "jsonl"], "default": "json"})),
+        ],
+        "responses": {"200": {
+            "description": "With `format=json`, a page; with `format=jsonl`, one `AuditEntry` per line (the schema is of each line).",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/AuditPage"}},
+                "application/x-ndjson": {"schema": entry},
+            },
+        }},
     }))}));
     paths
 }
@@ -576,6 +633,78 @@ fn webhook_schemas() -> Map<String, Value> {
         json!({
             "type": "object", "required": ["account", "endpoint"],
             "properties": {"account": {"type": "string"}, "endpoint": {"type": ["string", "null"]}},
+        }),
+    );
+    let schema = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let operator = json!({
+        "type": "object", "required": ["name", "prefix", "created_at_ms", "created_by", "revoked_at_ms"],
+        "properties": {
+            "name": {"type": "string"},
+            "prefix": {"type": "string", "description": "The token's first characters (`mgop-…`), to tell tokens apart."},
+            "created_at_ms": {"type": "integer"},
+            "created_by": {"type": "string"},
+            "revoked_at_ms": {"type": ["integer", "null"]},
+        },
+    });
+    m.insert("Operator".into(), operator);
+    m.insert(
+        "OperatorList".into(),
+        json!({
+            "type": "object", "required": ["data"],
+            "properties": {"data": {"type": "array", "items": schema("Operator")}},
+        }),
+    );
+    m.insert(
+        "NewOperator".into(),
+        json!({
+            "type": "object", "required": ["operator", "token", "note"],
+            "properties": {
+                "operator": schema("Operator"),
+                "token": {"type": "string", "pattern": "^mgop-", "description": "Shown once."},
+                "note": {"type": "string"},
+            },
+        }),
+    );
+    m.insert(
+        "RevokedOperator".into(),
+        json!({
+            "type": "object", "required": ["operator"], "properties": {"operator": schema("Operator")},
+        }),
+    );
+    m.insert(
+        "AuditVia".into(),
+        json!({
+            "enum": ["api", "cli", "console"],
+            "description": "The edge a change came through: the admin API, `mediagate admin`, or the console.",
+        }),
+    );
+    m.insert("AuditAction".into(), json!({
+        "type": "string",
+        "enum": ["account.open", "balance.top_up", "free_trial.grant", "plan.set", "weight.set", "key.issue", "key.revoke", "model.switch", "webhook.secret_rotate", "webhook.endpoint_set", "delivery.replay", "operator.create", "operator.revoke"],
+    }));
+    m.insert("AuditEntry".into(), json!({
+        "type": "object", "required": ["seq", "at_ms", "operator", "via", "action", "account", "target", "before", "after"],
+        "properties": {
+            "seq": {"type": "integer", "description": "Its place in the trail, increasing in the order changes were written."},
+            "at_ms": {"type": "integer"},
+            "operator": {"type": "string", "description": "`root` (the admin token), a named operator, or `local` (a command on the data directory)."},
+            "via": schema("AuditVia"),
+            "action": schema("AuditAction"),
+            "account": {"type": ["string", "null"]},
+            "target": {"type": ["string", "null"], "description": "A key's prefix, a model, a delivery or an operator, where the change is about one."},
+            "before": {"description": "What the change touched, as it was (null where there was nothing); a secret only by fingerprint."},
+            "after": {"description": "What the change touched, as it is."},
+        },
+    }));
+    m.insert(
+        "AuditPage".into(),
+        json!({
+            "type": "object", "required": ["data", "has_more", "last_seq"],
+            "properties": {
+                "data": {"type": "array", "items": schema("AuditEntry")},
+                "has_more": {"type": "boolean"},
+                "last_seq": {"type": ["integer", "null"], "description": "The next page's `after`."},
+            },
         }),
     );
     m.insert("DeliveryState".into(), json!({

@@ -8,6 +8,7 @@ use crate::adapters::upstream::{ProxyChoice, Reach, RegionUpstream, Upstreams};
 use crate::app::config::Config;
 use crate::app::server;
 use crate::app::simulator::{Simulator, SimulatorConfig};
+use crate::domain::audit::Actor;
 use crate::ports::storage::Storage;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -117,7 +118,7 @@ pub fn run(options: DemoOptions) -> Result<(), String> {
 /// The key asked for, else the one made on an earlier start, else a new one (kept in the data dir).
 async fn demo_key(store: &dyn Storage, options: &DemoOptions) -> Result<String, String> {
     let key = remembered_secret(&options.data_dir.join("demo-api-key"), options.api_key.as_deref())?;
-    store.insert_key(DEMO_ACCOUNT, &key).await.map_err(|e| e.to_string())?;
+    store.insert_key(DEMO_ACCOUNT, &key, &Actor::local()).await.map_err(|e| e.to_string())?;
     Ok(key)
 }
 
@@ -167,10 +168,13 @@ async fn fund_demo_account(store: &dyn Storage) -> Result<(), String> {
         note: "demo start".into(),
     };
     store
-        .post(vec![
-            posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE),
-            posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL),
-        ])
+        .post(
+            vec![
+                posting(EntryKind::TopUp, Pot::Balance, DEMO_BALANCE),
+                posting(EntryKind::Grant, Pot::FreeTrial, DEMO_FREE_TRIAL),
+            ],
+            &Actor::local(),
+        )
         .await
         .map_err(|e| e.to_string())
 }

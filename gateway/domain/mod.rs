@@ -2,6 +2,7 @@
 
 pub mod addresses;
 pub mod admission;
+pub mod audit;
 pub mod billing;
 pub mod capacity;
 pub mod catalog;

@@ -52,6 +52,48 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: WebhookCommand,
     },
+    /// Named operators, each with a token of its own (root, the admin token, creates and revokes them).
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
+    /// The audit trail: every change an operator made, oldest first, as JSON lines.
+    Audit {
+        /// Only this operator's changes (`root` for the admin token).
+        #[arg(long)]
+        operator: Option<String>,
+        /// Only changes of this kind, like balance.top_up or key.revoke.
+        #[arg(long)]
+        action: Option<String>,
+        /// Only changes to this account.
+        #[arg(long)]
+        account: Option<String>,
+        /// Only changes made through api, cli or console.
+        #[arg(long)]
+        via: Option<String>,
+        /// Only changes made at or after this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
+        since: Option<i64>,
+        /// Only changes made at or before this time, in epoch milliseconds.
+        #[arg(long, value_name = "EPOCH_MS")]
+        until: Option<i64>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum OperatorCommand {
+    /// Create an operator and print its token (shown once).
+    Create {
+        /// 1-64 characters of a-z, 0-9, `.`, `_` and `-`; never reused once taken.
+        name: String,
+    },
+    /// Every operator, revoked ones included (never a token).
+    List,
+    /// Revoke an operator's token; it stops working at once.
+    Revoke {
+        /// The operator's name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -308,13 +350,34 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
             }
             WebhookCommand::Replay { id } => (format!("/webhooks/deliveries/{}/replay", at(&id)), Some(json!({}))),
         },
+        AdminCommand::Operator { command } => match command {
+            OperatorCommand::Create { name } => ("/operators".into(), Some(json!({"name": name}))),
+            OperatorCommand::List => ("/operators".into(), None),
+            OperatorCommand::Revoke { name } => (format!("/operators/{}/revoke", at(&name)), Some(json!({}))),
+        },
+        AdminCommand::Audit { operator, action, account, via, since, until } => {
+            let query = query(&[
+                ("format", Some("jsonl".to_string())),
+                ("operator", operator),
+                ("action", action),
+                ("account", account),
+                ("via", via),
+                ("since", since.map(|s| s.to_string())),
+                ("until", until.map(|u| u.to_string())),
+            ])?;
+            (format!("/audit?{query}"), None)
+        }
     };
     let agent = agent(url, ca_file)?;
     let url = format!("{base}{path}");
     let auth = format!("Bearer {token}");
+    // Names the CLI to the gateway, so its changes read `cli` on the audit trail.
+    let user_agent = format!("{}{}", crate::domain::audit::CLI_AGENT, env!("CARGO_PKG_VERSION"));
     let response = match body {
-        None => agent.get(&url).header("Authorization", &auth).call(),
-        Some(body) => agent.post(&url).header("Authorization", &auth).send_json(&body),
+        None => agent.get(&url).header("Authorization", &auth).header("User-Agent", &user_agent).call(),
+        Some(body) => {
+            agent.post(&url).header("Authorization", &auth).header("User-Agent", &user_agent).send_json(&body)
+        }
     };
     let mut response = response.map_err(|e| {
         let e = e.to_string();
@@ -324,8 +387,15 @@ pub fn run(url: &str, token: &str, ca_file: Option<&Path>, command: AdminCommand
         }
     })?;
     let status = response.status().as_u16();
+    // JSON lines (the usage log, the audit trail) print as they came, one object a line.
+    let json = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
     let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
-    let pretty = serde_json::from_str::<Value>(&text).ok().and_then(|v| serde_json::to_string_pretty(&v).ok());
+    let pretty =
+        serde_json::from_str::<Value>(&text).ok().filter(|_| json).and_then(|v| serde_json::to_string_pretty(&v).ok());
     Ok(Answer { status, body: pretty.unwrap_or(text) })
 }
 

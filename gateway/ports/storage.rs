@@ -4,6 +4,7 @@
 //! The money rules are billing's plain functions; a backend calls them inside the transaction it writes
 //! their outcome in, and never the reverse.
 
+use crate::domain::audit::{Action, Actor, AuditEntry, AuditFilter, OperatorRecord};
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Pot, Shortfall};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
@@ -162,6 +163,9 @@ pub struct Export {
     pub deliveries: Vec<Delivery>,
     /// The usage lines of tasks retention purged.
     pub usage_lines: Vec<UsageLine>,
+    pub operators: Vec<OperatorRecord>,
+    /// The audit trail, oldest first.
+    pub audit: Vec<AuditEntry>,
 }
 
 /// A change to a live task, applied by [`Tasks::change_task`] if the task is still as expected.
@@ -172,9 +176,15 @@ pub type SettingsChange = Box<dyn FnOnce(&mut WebhookSettings) + Send>;
 /// What the gateway asks of its durable state, by role. Every write is applied whole or not at all, and is
 /// durable (or, for [`Commit::Deferred`], durable before any answer that shows it) when its future resolves.
 /// A store is all the roles at once.
-pub trait Storage: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + Lifecycle {}
+pub trait Storage:
+    Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + AuditTrail + Lifecycle
+{
+}
 
-impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + Lifecycle> Storage for S {}
+impl<S: Accounts + Ledger + Tasks + Deliveries + Copies + Switches + Slots + Purging + AuditTrail + Lifecycle> Storage
+    for S
+{
+}
 
 /// Who shares the store, which decides where the limits, the spending decisions and the polling live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,8 +201,9 @@ pub enum Topology {
 /// Accounts and their keys.
 #[async_trait::async_trait]
 pub trait Accounts: Send + Sync {
-    /// Creates the account if it does not exist yet; returns it either way.
-    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError>;
+    /// Creates the account if it does not exist yet (its `account.open` entry in the same write); returns it
+    /// either way.
+    async fn ensure_account(&self, name: &str, by: &Actor) -> Result<Account, StoreError>;
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError>;
 
@@ -201,13 +212,13 @@ pub trait Accounts: Send + Sync {
 
     /// Puts `account` on the plan `plan` with `allowance` micro-units to spend from its plan pot (net of
     /// what tasks in flight hold from it), in one write: the name and the pot's entry together.
-    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError>;
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64, by: &Actor) -> Result<Account, StoreError>;
 
     /// Sets the account's share of the upstream's slots while its tasks wait for one.
-    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError>;
+    async fn set_queue_weight(&self, account: &str, weight: u32, by: &Actor) -> Result<Account, StoreError>;
 
     /// Stores a key for `account` (creating the account too); an existing key is left as it is.
-    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError>;
+    async fn insert_key(&self, account: &str, key: &str, by: &Actor) -> Result<(), StoreError>;
 
     /// The record of the key with this [`hash_key`], if the key exists (revoked or not).
     async fn key(&self, hash: &[u8; 32]) -> Result<Option<Arc<KeyRecord>>, StoreError>;
@@ -223,14 +234,14 @@ pub trait Accounts: Send + Sync {
     async fn keys_of(&self, account: &str) -> Result<Vec<KeyRecord>, StoreError>;
 
     /// Revokes the account's keys starting with `prefix`; returns how many.
-    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError>;
+    async fn revoke_keys(&self, account: &str, prefix: &str, by: &Actor) -> Result<usize, StoreError>;
 }
 
 /// Money: the ledger's entries, the pots they add up to, and the spending decided in memory.
 #[async_trait::async_trait]
 pub trait Ledger: Send + Sync {
-    /// Appends entries on their own (top-ups, grants).
-    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError>;
+    /// Appends entries on their own (top-ups, grants), each with its audit entry ([`Action::for_entry`]).
+    async fn post(&self, postings: Vec<Posting>, by: &Actor) -> Result<(), StoreError>;
 
     /// Whether money ever moved for `account`.
     async fn has_entries(&self, account: &str) -> Result<bool, StoreError>;
@@ -326,6 +337,7 @@ pub trait Deliveries: Send + Sync {
         &self,
         account: &str,
         change: SettingsChange,
+        audited: Option<(&Actor, Action)>,
     ) -> Result<WebhookSettings, StoreError>;
 
     /// Pending deliveries due by `now_ms`, oldest due first, at most `limit`; where processes share the
@@ -338,7 +350,7 @@ pub trait Deliveries: Send + Sync {
 
     /// Makes a delivery due now whatever became of it ([`Delivery::replay`]); `None` if there is none. An
     /// attempt under way goes on (and keeps its lease); the replay is sent after it.
-    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError>;
+    async fn replay_delivery(&self, id: &str, now_ms: i64, by: &Actor) -> Result<Option<Delivery>, StoreError>;
 
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError>;
 
@@ -374,7 +386,7 @@ pub trait Switches: Send + Sync {
     /// Models switched on or off by an operator, overriding the spec's `enabled`.
     async fn model_switches(&self) -> Result<Vec<(String, bool)>, StoreError>;
 
-    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError>;
+    async fn set_model_switch(&self, model: &str, enabled: bool, by: &Actor) -> Result<(), StoreError>;
 }
 
 /// The upstream's running slots, where processes share the store and so the upstream's accounts: a slot
@@ -424,6 +436,28 @@ pub trait Purging: Send + Sync {
     /// (read by the usage log and the ledger's check as the task was). A task with a delivery still
     /// pending is kept. Where replicas share the store, one purges at a time; the others purge nothing.
     async fn purge(&self, retention: &Retention, now_ms: i64, limit: usize) -> Result<Purged, StoreError>;
+}
+
+/// The audit trail and the named operators. Every change an operator makes elsewhere in the port is written
+/// with its entry (the methods that take an [`Actor`]); entries are only ever appended.
+#[async_trait::async_trait]
+pub trait AuditTrail: Send + Sync {
+    /// Adds an operator, with its `operator.create` entry; refused as a conflict if the name was ever used (a
+    /// name in the trail names one operator for good).
+    async fn add_operator(&self, record: OperatorRecord, by: &Actor) -> Result<(), StoreError>;
+
+    /// Revokes the live operator `name` at `now_ms`, with its `operator.revoke` entry; `None` if there is no
+    /// live operator of that name.
+    async fn revoke_operator(&self, name: &str, now_ms: i64, by: &Actor) -> Result<Option<OperatorRecord>, StoreError>;
+
+    /// Every operator, revoked ones included, by name.
+    async fn operators(&self) -> Result<Vec<OperatorRecord>, StoreError>;
+
+    /// The operator whose token has this hash, revoked or not.
+    async fn operator_by_token(&self, token_hash: &str) -> Result<Option<OperatorRecord>, StoreError>;
+
+    /// The entries `filter` keeps, oldest first.
+    async fn audit_entries(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError>;
 }
 
 /// The store itself: who shares it, whether it takes writes, and its shared secrets.

@@ -1,6 +1,7 @@
 //! Accounts and their money and keys, as operators manage them (through the admin API or the console): open
 //! an account, credit a pot, set a plan, issue and revoke keys, read the usage log, switch a model.
 
+use crate::domain::audit::Actor;
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::clock::now_ms;
@@ -65,7 +66,7 @@ pub async fn account_view(state: &Gateway, account: &str) -> Result<Value, Servi
 
 /// Opens the account `name` (trimmed) if it is new, with its first webhook secret (`webhook_secret` in the
 /// answer, shown once); its view either way.
-pub async fn open_account(state: &Gateway, name: &str) -> Result<Value, ServiceError> {
+pub async fn open_account(state: &Gateway, name: &str, by: &Actor) -> Result<Value, ServiceError> {
     let name = name.trim();
     if name.is_empty() || name.len() > 128 || name.contains(char::is_control) {
         return Err(Problem::new(
@@ -75,7 +76,7 @@ pub async fn open_account(state: &Gateway, name: &str) -> Result<Value, ServiceE
         .with_param("name")
         .into());
     }
-    state.store.ensure_account(name).await?;
+    state.store.ensure_account(name, by).await?;
     let (secret, made) = first_secret(state, name).await?;
     let mut view = account_view(state, name).await?;
     if made {
@@ -91,10 +92,11 @@ async fn post_to_pot(
     pot: Pot,
     delta: i64,
     note: String,
+    by: &Actor,
 ) -> Result<Value, ServiceError> {
     account_exists(state, account).await?;
     let posting = Posting { account: account.to_string(), kind, pot, delta, task_id: None, note };
-    state.store.post(vec![posting]).await.map_err(|e| ServiceError::from(e).with_param("amount"))?;
+    state.store.post(vec![posting], by).await.map_err(|e| ServiceError::from(e).with_param("amount"))?;
     account_view(state, account).await
 }
 
@@ -129,17 +131,24 @@ pub async fn credit(
     credit: Credit,
     amount: i64,
     note: String,
+    by: &Actor,
 ) -> Result<Value, ServiceError> {
     let amount = positive(amount)?;
     let (kind, pot) = match credit {
         Credit::TopUp => (EntryKind::TopUp, Pot::Balance),
         Credit::FreeTrial => (EntryKind::Grant, Pot::FreeTrial),
     };
-    post_to_pot(state, account, kind, pot, amount, note).await
+    post_to_pot(state, account, kind, pot, amount, note, by).await
 }
 
 /// Sets the account's plan and its allowance (the plan pot is set to it).
-pub async fn change_plan(state: &Gateway, account: &str, name: &str, allowance: i64) -> Result<Value, ServiceError> {
+pub async fn change_plan(
+    state: &Gateway,
+    account: &str,
+    name: &str,
+    allowance: i64,
+    by: &Actor,
+) -> Result<Value, ServiceError> {
     if !(0..=MAX_MICROS).contains(&allowance) {
         return Err(Problem::new(
             Code::invalid_parameter,
@@ -149,7 +158,11 @@ pub async fn change_plan(state: &Gateway, account: &str, name: &str, allowance: 
         .into());
     }
     account_exists(state, account).await?;
-    state.store.set_plan(account, name, allowance).await.map_err(|e| ServiceError::from(e).with_param("allowance"))?;
+    state
+        .store
+        .set_plan(account, name, allowance, by)
+        .await
+        .map_err(|e| ServiceError::from(e).with_param("allowance"))?;
     account_view(state, account).await
 }
 
@@ -158,7 +171,7 @@ pub const MAX_QUEUE_WEIGHT: u32 = 100;
 
 /// Sets the account's share of the upstream's slots while its tasks wait for one (1 to
 /// [`MAX_QUEUE_WEIGHT`]; every account starts at 1).
-pub async fn set_queue_weight(state: &Gateway, account: &str, weight: i64) -> Result<Value, ServiceError> {
+pub async fn set_queue_weight(state: &Gateway, account: &str, weight: i64, by: &Actor) -> Result<Value, ServiceError> {
     let weight = u32::try_from(weight).ok().filter(|w| (1..=MAX_QUEUE_WEIGHT).contains(w)).ok_or_else(|| {
         Problem::new(
             Code::invalid_parameter,
@@ -167,15 +180,15 @@ pub async fn set_queue_weight(state: &Gateway, account: &str, weight: i64) -> Re
         .with_param("weight")
     })?;
     account_exists(state, account).await?;
-    state.store.set_queue_weight(account, weight).await?;
+    state.store.set_queue_weight(account, weight, by).await?;
     account_view(state, account).await
 }
 
 /// A new key for the account: the plain key, which only its hash outlives.
-pub async fn issue_key(state: &Gateway, account: &str) -> Result<String, ServiceError> {
+pub async fn issue_key(state: &Gateway, account: &str, by: &Actor) -> Result<String, ServiceError> {
     account_exists(state, account).await?;
     let key = crate::domain::tasks::new_key();
-    state.store.insert_key(account, &key).await?;
+    state.store.insert_key(account, &key, by).await?;
     Ok(key)
 }
 
@@ -189,7 +202,7 @@ pub enum Revoked<'a> {
 }
 
 /// Revokes the account's live keys a revocation names; how many.
-pub async fn revoke(state: &Gateway, account: &str, which: Revoked<'_>) -> Result<usize, ServiceError> {
+pub async fn revoke(state: &Gateway, account: &str, which: Revoked<'_>, by: &Actor) -> Result<usize, ServiceError> {
     use crate::domain::tasks::KEY_PREFIX_CHARS;
     let prefix = match which {
         Revoked::All => "",
@@ -202,7 +215,7 @@ pub async fn revoke(state: &Gateway, account: &str, which: Revoked<'_>) -> Resul
         Revoked::Prefix(prefix) => prefix,
     };
     account_exists(state, account).await?;
-    let revoked = state.store.revoke_keys(account, prefix).await?;
+    let revoked = state.store.revoke_keys(account, prefix, by).await?;
     if revoked == 0 && matches!(which, Revoked::All) {
         return Err(Problem::new(Code::not_found, format!("`{account}` has no live key.")).into());
     }
@@ -236,7 +249,8 @@ pub async fn first_secret(state: &Gateway, account: &str) -> Result<(String, boo
     let (now, new) = (now_ms(), made.clone());
     let settings = state
         .store
-        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.adopt_first(new, now)))
+        // Part of opening the account, whose own entry is on the trail.
+        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.adopt_first(new, now)), None)
         .await?;
     let newest = settings.secrets.first().map_or_else(|| made.clone(), |s| s.secret.clone());
     let fresh = newest == made;

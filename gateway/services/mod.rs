@@ -8,6 +8,7 @@ pub mod copies;
 pub mod deliveries;
 pub mod errors;
 pub mod models;
+pub mod operators;
 pub mod quotes;
 pub mod retention;
 pub mod runtime;

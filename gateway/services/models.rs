@@ -1,6 +1,7 @@
 //! The models as clients and operators see them: a record's public view and its pricing rule, and an
 //! operator's switch that turns a model on or off on every replica.
 
+use crate::domain::audit::Actor;
 use crate::domain::catalog::{BillingRule, ModelSpec};
 use crate::domain::errors::{Code, Problem};
 use crate::services::errors::ServiceError;
@@ -57,20 +58,30 @@ pub fn billing_rule(model: &ModelSpec) -> Value {
 
 /// Switches a model `enable` or `disable` (the word of the admin route and the console's form), on every
 /// replica; its id and whether it is now enabled.
-pub async fn switch_model(state: &Gateway, model: &str, switch: &str) -> Result<(&'static str, bool), ServiceError> {
+pub async fn switch_model(
+    state: &Gateway,
+    model: &str,
+    switch: &str,
+    by: &Actor,
+) -> Result<(&'static str, bool), ServiceError> {
     let enabled = match switch {
         "enable" => true,
         "disable" => false,
         _ => return Err(Problem::new(Code::not_found, "Use /enable or /disable.").into()),
     };
-    Ok((set_model_enabled(state, model, enabled).await?, enabled))
+    Ok((set_model_enabled(state, model, enabled, by).await?, enabled))
 }
 
 /// Switches a model on or off, on every replica; its id.
-async fn set_model_enabled(state: &Gateway, model: &str, enabled: bool) -> Result<&'static str, ServiceError> {
+async fn set_model_enabled(
+    state: &Gateway,
+    model: &str,
+    enabled: bool,
+    by: &Actor,
+) -> Result<&'static str, ServiceError> {
     let spec = crate::domain::catalog::ModelSpec::find(model)
         .ok_or_else(|| Problem::new(Code::model_not_found, format!("No model `{model}`.")).with_param("model"))?;
-    state.store.set_model_switch(spec.id, enabled).await?;
+    state.store.set_model_switch(spec.id, enabled, by).await?;
     state.registry.set_enabled(spec.id, enabled);
     Ok(spec.id)
 }

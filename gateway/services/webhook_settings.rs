@@ -1,6 +1,7 @@
 //! An account's webhook settings: its signing secrets (rotated, the new one shown once) and default
 //! endpoint, and the deliveries an operator sends again.
 
+use crate::domain::audit::{Action, Actor};
 use crate::domain::clock::now_ms;
 use crate::domain::deliveries::{Delivery, WebhookSettings};
 use crate::domain::errors::{Code, Problem};
@@ -10,7 +11,11 @@ use crate::services::errors::ServiceError;
 use crate::services::runtime::Gateway;
 
 /// A new webhook secret for the account (the plain secret, shown once) and its settings after.
-pub async fn rotate_secret(state: &Gateway, account: &str) -> Result<(String, WebhookSettings), ServiceError> {
+pub async fn rotate_secret(
+    state: &Gateway,
+    account: &str,
+    by: &Actor,
+) -> Result<(String, WebhookSettings), ServiceError> {
     accounts::account_exists(state, account).await?;
     let secret = signing::new_secret();
     let now = now_ms();
@@ -19,7 +24,11 @@ pub async fn rotate_secret(state: &Gateway, account: &str) -> Result<(String, We
     let new = secret.clone();
     let settings = state
         .store
-        .change_webhook_settings(account, Box::new(move |s: &mut WebhookSettings| s.rotate(new, now, retire_ms)))
+        .change_webhook_settings(
+            account,
+            Box::new(move |s: &mut WebhookSettings| s.rotate(new, now, retire_ms)),
+            Some((by, Action::WebhookSecretRotate)),
+        )
         .await?;
     Ok((secret, settings))
 }
@@ -29,6 +38,7 @@ pub async fn set_default_endpoint(
     state: &Gateway,
     account: &str,
     url: Option<String>,
+    by: &Actor,
 ) -> Result<WebhookSettings, ServiceError> {
     accounts::account_exists(state, account).await?;
     if let Some(url) = &url {
@@ -52,16 +62,17 @@ pub async fn set_default_endpoint(
                 s.disabled.retain(|gone| Some(gone) != endpoint.as_ref());
                 s.endpoint = endpoint;
             }),
+            Some((by, Action::WebhookEndpointSet)),
         )
         .await?;
     Ok(settings)
 }
 
 /// Sends a delivery again, now, with the same `webhook-id`, whatever became of it (its attempts are kept).
-pub async fn replay_delivery(state: &Gateway, id: &str) -> Result<Delivery, ServiceError> {
+pub async fn replay_delivery(state: &Gateway, id: &str, by: &Actor) -> Result<Delivery, ServiceError> {
     state
         .store
-        .replay_delivery(id, now_ms())
+        .replay_delivery(id, now_ms(), by)
         .await?
         .ok_or_else(|| Problem::new(Code::not_found, format!("No delivery `{id}`.")).with_param("id").into())
 }

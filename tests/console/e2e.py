@@ -228,9 +228,18 @@ def main():
         row = operator.locator('[data-account-row="e2e-studio"]')
         expect(row).to_contain_text(re.compile(r"9\d\.\d\d"))
         expect(row).to_contain_text(re.compile(r"20\d\d-\d\d-\d\d \d\d:\d\d"))
+        # Root names an operator on the Audit page: its token is shown once, and the trail lists the change.
+        operator.goto(URL + "/console/audit")
+        operator.get_by_label("New operator").fill("e2e-ops")
+        operator.get_by_role("button", name="Create operator").click()
+        expect(operator.locator("#shown-once")).to_contain_text("mgop-")
+        expect(operator.locator('[data-operator="e2e-ops"]')).to_be_visible()
+        expect(operator.locator('[data-audit-action="operator.create"]')).to_have_count(1)
+        expect(operator.locator('[data-audit-action="balance.top_up"]').first).to_be_visible()
         check_layout(operator, ["/console/overview", "/console/accounts", "/console/accounts/e2e-studio", "/console/models",
                                 "/console/usage?account=e2e-studio", "/console/tasks?account=e2e-studio",
-                                "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio"],
+                                "/console/tasks", client_task_path, "/console/webhooks?account=e2e-studio",
+                                "/console/audit"],
                      "operator")
         check_layout(client, ["/console/home", "/console/tasks", client_task_path, "/console/usage",
                               "/console/playground", "/console/playground?model=alpha2.7-r2v",

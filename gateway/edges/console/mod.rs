@@ -7,6 +7,7 @@
 //! crate compiles; charts are SVG drawn on the server; the one script is the playground's.
 
 pub mod activity;
+mod audit;
 mod charts;
 mod client;
 mod forms;
@@ -43,6 +44,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(models::configure)
             .configure(usage::configure)
             .configure(webhooks::configure)
+            .configure(audit::configure)
             .configure(tasks::configure)
             .configure(client::configure),
     );
@@ -122,6 +124,7 @@ const OPERATOR_NAV: &[(&str, &str)] = &[
     ("/console/usage", "Usage"),
     ("/console/models", "Models"),
     ("/console/webhooks", "Webhooks"),
+    ("/console/audit", "Audit"),
 ];
 const CLIENT_NAV: &[(&str, &str)] = &[
     ("/console/home", "Home"),
@@ -136,7 +139,7 @@ impl Viewer {
         let session = session::of_request(req).ok_or(Failure::SignedOut)?;
         match session.role {
             Role::Operator { .. } => {
-                session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
+                let session = session::operator(state, session).await.map_err(|_| Failure::SignedOut)?;
                 Ok(Viewer::Operator(session))
             }
             Role::Client { .. } => {
@@ -238,10 +241,9 @@ async fn sign_in(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<Si
     session::cross_site_refused(&req)?;
     let form = form.into_inner();
     let role = match (form.admin_token.as_deref().map(str::trim), form.api_key.as_deref().map(str::trim)) {
-        (Some(token), _) if !token.is_empty() => state
-            .operators
-            .check(Some(token))
-            .map(|()| Role::Operator { token_digest: session::token_digest(token) })
+        (Some(token), _) if !token.is_empty() => crate::services::operators::authenticate(&state, Some(token))
+            .await
+            .map(|_| Role::Operator { token_digest: crate::services::runtime::operators::digest(token) })
             .map_err(ApiError::from),
         (_, Some(key)) if !key.is_empty() => {
             let key_hash = crate::domain::tasks::hash_key(key);
@@ -261,7 +263,7 @@ async fn sign_in(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<Si
     };
     let sessions = req.app_data::<web::Data<Sessions>>().ok_or_else(|| ApiError::internal("no console sessions"))?;
     let cookie = sessions.start(&role, crate::domain::clock::now_ms() / 1000);
-    let mut response = redirect(home_of(Some(&Session { role, csrf: String::new() })));
+    let mut response = redirect(home_of(Some(&Session { role, csrf: String::new(), operator: None })));
     response.add_cookie(&cookie).map_err(|e| ApiError::internal(format!("console cookie: {e}")))?;
     Ok(response)
 }

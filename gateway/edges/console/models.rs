@@ -40,7 +40,7 @@ struct ModelsPage {
 }
 
 async fn page(state: web::Data<Gateway>, req: HttpRequest) -> Page {
-    let session = signed_in(&state, &req)?;
+    let session = signed_in(&state, &req).await?;
     let models = crate::domain::catalog::MODELS
         .iter()
         .map(|m| Row {
@@ -58,7 +58,7 @@ async fn page(state: web::Data<Gateway>, req: HttpRequest) -> Page {
 }
 
 async fn schema(state: web::Data<Gateway>, req: HttpRequest, model: web::Path<String>) -> Page {
-    signed_in(&state, &req)?;
+    signed_in(&state, &req).await?;
     let spec = crate::domain::catalog::ModelSpec::find(&model)
         .ok_or_else(|| ApiError::new(Code::model_not_found, format!("No model `{model}`.")))?;
     Ok(HttpResponse::Ok().content_type("application/schema+json").body(spec.published_schema))
@@ -70,9 +70,9 @@ async fn switch(
     path: web::Path<(String, String)>,
     form: web::Form<CsrfForm>,
 ) -> Page {
-    signed_in_form(&state, &req, &form.csrf)?;
+    let by = signed_in_form(&state, &req, &form.csrf).await?.actor();
     let (model, switch) = path.into_inner();
-    crate::services::models::switch_model(&state, &model, &switch).await?;
+    crate::services::models::switch_model(&state, &model, &switch, &by).await?;
     Ok(redirect("/console/models"))
 }
 

@@ -37,21 +37,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/accounts/{name}/{change}", web::post().to(change_account));
 }
 
-/// The request's operator session, its admin token still the gateway's.
-pub fn signed_in(state: &Gateway, req: &HttpRequest) -> Result<Session, Failure> {
+/// The request's operator session, its token still a live operator's, with the operator named.
+pub async fn signed_in(state: &Gateway, req: &HttpRequest) -> Result<Session, Failure> {
     let session = session::of_request(req).ok_or(Failure::SignedOut)?;
     if let Role::Client { .. } = session.role {
         let message = "This page is for operators, and you are signed in with an API key. Sign out, then sign in \
                        with the admin token to see it.";
         return Err(Failure::Refused(ApiError::new(Code::admin_forbidden, message)));
     }
-    session::operator(state, &session).map_err(|_| Failure::SignedOut)?;
-    Ok(session)
+    session::operator(state, session).await.map_err(|_| Failure::SignedOut)
 }
 
 /// [`signed_in`], for a form that changes something: with the session's CSRF token, from this site.
-pub fn signed_in_form(state: &Gateway, req: &HttpRequest, csrf: &str) -> Result<Session, Failure> {
-    let session = signed_in(state, req)?;
+pub async fn signed_in_form(state: &Gateway, req: &HttpRequest, csrf: &str) -> Result<Session, Failure> {
+    let session = signed_in(state, req).await?;
     session::check_csrf(req, &session, Some(csrf))?;
     Ok(session)
 }
@@ -176,13 +175,13 @@ fn recent(samples: &[activity::Sample]) -> (Recent, Vec<KeyRow>) {
 }
 
 async fn overview(state: web::Data<Gateway>, req: HttpRequest) -> Page {
-    let session = signed_in(&state, &req)?;
+    let session = signed_in(&state, &req).await?;
     overview_page(&state, session, None).await
 }
 
 /// Checks the ledger (every account's cached funds against its entries), shown on the overview.
 async fn verify_ledger(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<CsrfForm>) -> Page {
-    let session = signed_in_form(&state, &req, &form.csrf)?;
+    let session = signed_in_form(&state, &req, &form.csrf).await?;
     let report = state.store.verify_ledger().await?;
     overview_page(&state, session, Some(report)).await
 }
@@ -251,7 +250,7 @@ struct AccountsPage {
 }
 
 async fn accounts_page(state: web::Data<Gateway>, req: HttpRequest, query: web::Query<AccountSearch>) -> Page {
-    let session = signed_in(&state, &req)?;
+    let session = signed_in(&state, &req).await?;
     let AccountSearch { search, after } = query.into_inner();
     let (listed, more) = accounts::list_accounts(&state, search.trim(), after, None).await?;
     let more = more.then(|| {
@@ -279,8 +278,8 @@ struct NewAccount {
 }
 
 async fn create_account(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<NewAccount>) -> Page {
-    signed_in_form(&state, &req, &form.csrf)?;
-    let opened = accounts::open_account(&state, &form.name).await?;
+    let by = signed_in_form(&state, &req, &form.csrf).await?.actor();
+    let opened = accounts::open_account(&state, &form.name, &by).await?;
     let path = account_path(form.name.trim());
     match opened["webhook_secret"].as_str() {
         Some(secret) => shown_once(&req, redirect(&format!("{path}?done=opened")), format!("webhook-secret.{secret}")),
@@ -347,7 +346,7 @@ struct Done {
 }
 
 async fn account(state: web::Data<Gateway>, req: HttpRequest, name: web::Path<String>, done: web::Query<Done>) -> Page {
-    let session = signed_in(&state, &req)?;
+    let session = signed_in(&state, &req).await?;
     let shown = req.cookie(SHOWN_ONCE).and_then(|c| {
         let (kind, value) = c.value().split_once('.')?;
         let label = match kind {
@@ -424,21 +423,22 @@ async fn change_account(
     path: web::Path<(String, String)>,
     form: web::Form<AccountChange>,
 ) -> Page {
-    signed_in_form(&state, &req, &form.csrf)?;
+    let by = signed_in_form(&state, &req, &form.csrf).await?.actor();
     let (name, change) = path.into_inner();
     let amount = || micros("amount", form.amount.as_deref().unwrap_or_default());
     let mut shown = None;
     let done = match change.as_str() {
         "top-up" => {
-            accounts::credit(&state, &name, Credit::TopUp, amount()?, "console".into()).await?;
+            accounts::credit(&state, &name, Credit::TopUp, amount()?, "console".into(), &by).await?;
             "top-up"
         }
         "free-trial" => {
-            accounts::credit(&state, &name, Credit::FreeTrial, amount()?, "console".into()).await?;
+            accounts::credit(&state, &name, Credit::FreeTrial, amount()?, "console".into(), &by).await?;
             "free-trial"
         }
         "plan" => {
-            accounts::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?).await?;
+            accounts::change_plan(&state, &name, form.plan.as_deref().unwrap_or_default().trim(), amount()?, &by)
+                .await?;
             "plan"
         }
         "weight" => {
@@ -449,20 +449,20 @@ async fn change_account(
                     format!("The queue weight must be a whole number from 1 to {}.", accounts::MAX_QUEUE_WEIGHT),
                 ))
             })?;
-            accounts::set_queue_weight(&state, &name, weight).await?;
+            accounts::set_queue_weight(&state, &name, weight, &by).await?;
             "weight"
         }
         "keys" => {
-            shown = Some(format!("key.{}", accounts::issue_key(&state, &name).await?));
+            shown = Some(format!("key.{}", accounts::issue_key(&state, &name, &by).await?));
             "key"
         }
         "webhook-secret" => {
-            shown = Some(format!("webhook-secret.{}", webhook_settings::rotate_secret(&state, &name).await?.0));
+            shown = Some(format!("webhook-secret.{}", webhook_settings::rotate_secret(&state, &name, &by).await?.0));
             "webhook-secret"
         }
         "webhook-endpoint" => {
             let url = form.url.as_deref().map(str::trim).filter(|u| !u.is_empty()).map(str::to_string);
-            webhook_settings::set_default_endpoint(&state, &name, url).await?;
+            webhook_settings::set_default_endpoint(&state, &name, url, &by).await?;
             "webhook-endpoint"
         }
         _ => {
@@ -482,8 +482,8 @@ async fn revoke_key(
     path: web::Path<(String, String)>,
     form: web::Form<CsrfForm>,
 ) -> Page {
-    signed_in_form(&state, &req, &form.csrf)?;
+    let by = signed_in_form(&state, &req, &form.csrf).await?.actor();
     let (name, prefix) = path.into_inner();
-    accounts::revoke(&state, &name, accounts::Revoked::Prefix(&prefix)).await?;
+    accounts::revoke(&state, &name, accounts::Revoked::Prefix(&prefix), &by).await?;
     Ok(redirect(&format!("{}?done=revoked", account_path(&name))))
 }

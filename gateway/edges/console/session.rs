@@ -3,9 +3,11 @@
 //! The cookie holds who signed in, until when, and a CSRF token, under an HMAC-SHA256 keyed from the
 //! gateway's link secret. It is `HttpOnly`, `SameSite=Strict` and `Path=/console`, `Secure` where the
 //! gateway serves TLS. Who it names is checked again on every request: an operator session holds a digest
-//! of the admin token (changing the token signs every operator out), and a client session the hash of its
-//! API key, which goes through the API's own key check (a revoked key is refused at once).
+//! of its operator's token (changing the admin token signs root out, revoking an operator signs it out),
+//! and a client session the hash of its API key, which goes through the API's own key check (a revoked key
+//! is refused at once).
 
+use crate::domain::audit::{Actor, Via};
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
 use crate::services::auth::Caller;
@@ -14,7 +16,7 @@ use crate::services::runtime::operators::constant_time_eq;
 use actix_web::HttpRequest;
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 pub const COOKIE: &str = "mediagate_console";
 /// How long a session lasts.
@@ -23,7 +25,7 @@ const LIFETIME_S: i64 = 8 * 3600;
 /// Who a session is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
-    /// Signed in with the admin token; holds a digest of it.
+    /// Signed in with an operator's token (the admin token is root's); holds a digest of it.
     Operator { token_digest: String },
     /// Signed in with an API key; holds the key's hash.
     Client { key_hash: [u8; 32] },
@@ -34,6 +36,15 @@ pub enum Role {
 pub struct Session {
     pub role: Role,
     pub csrf: String,
+    /// The operator the session's token was found to be ([`operator`]), once checked.
+    pub operator: Option<String>,
+}
+
+impl Session {
+    /// Who the session's changes are by, on the audit trail.
+    pub fn actor(&self) -> Actor {
+        Actor::new(self.operator.clone().unwrap_or_default(), Via::Console)
+    }
 }
 
 /// Signs and reads session cookies.
@@ -92,7 +103,7 @@ impl Sessions {
             "client" => Role::Client { key_hash: hex::decode(subject).ok()?.try_into().ok()? },
             _ => return None,
         };
-        Some(Session { role, csrf: csrf.to_string() })
+        Some(Session { role, csrf: csrf.to_string(), operator: None })
     }
 
     fn mac(&self, payload: &str) -> Hmac<Sha256> {
@@ -100,11 +111,6 @@ impl Sessions {
         mac.update(payload.as_bytes());
         mac
     }
-}
-
-/// The digest an operator session holds of the admin token.
-pub fn token_digest(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// A cookie that ends the session.
@@ -121,16 +127,14 @@ pub fn of_request(req: &HttpRequest) -> Option<Session> {
     sessions.read(cookie.value(), crate::domain::clock::now_ms() / 1000)
 }
 
-/// An operator's session, its admin token still the gateway's.
-pub fn operator(state: &Gateway, session: &Session) -> Result<(), ApiError> {
-    let Role::Operator { token_digest: held } = &session.role else {
-        return Err(ApiError::new(Code::admin_forbidden, "Sign in with the admin token."));
+/// An operator's session, its token still one of a live operator (the admin token still the gateway's):
+/// the session with its operator named.
+pub async fn operator(state: &Gateway, mut session: Session) -> Result<Session, ApiError> {
+    let Role::Operator { token_digest } = &session.role else {
+        return Err(ApiError::new(Code::admin_forbidden, "Sign in with the admin token or an operator token."));
     };
-    match state.operators.token_digest().map(hex::encode) {
-        Some(token) if constant_time_eq(held.as_bytes(), token.as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::new(Code::admin_forbidden, "The admin token changed: sign in again.")),
-        None => Err(ApiError::new(Code::admin_forbidden, "The console's operator side is off: no admin token.")),
-    }
+    session.operator = Some(crate::services::operators::operator_of(state, token_digest).await?);
+    Ok(session)
 }
 
 /// A client's session, as the API's caller of its key (refused as the API refuses the key).

@@ -44,7 +44,7 @@ impl WebhooksPage {
 }
 
 async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
-    let session = signed_in(&state, &req)?;
+    let session = signed_in(&state, &req).await?;
     listing(&state, session.csrf, filter.into_inner(), None).await
 }
 
@@ -63,8 +63,8 @@ async fn listing(state: &Gateway, csrf: String, filter: Filter, notice: Option<S
 }
 
 async fn replay(state: web::Data<Gateway>, req: HttpRequest, id: web::Path<String>, form: web::Form<CsrfForm>) -> Page {
-    let session = signed_in_form(&state, &req, &form.csrf)?;
-    let delivery = replay_delivery(&state, &id).await?;
+    let session = signed_in_form(&state, &req, &form.csrf).await?;
+    let delivery = replay_delivery(&state, &id, &session.actor()).await?;
     let notice = format!("Delivery {} is sent again now.", delivery.id);
     listing(&state, session.csrf, Filter::default(), Some(notice)).await
 }

@@ -1,7 +1,9 @@
-//! The admin API under `/admin/v1`, authenticated by the admin token from the environment. The
+//! The admin API under `/admin/v1`, authenticated by an operator's token (the admin token from the
+//! environment is `root`'s); each change is on the audit trail under the operator who made it. The
 //! `mediagate admin` command is its client. Its operations on accounts and keys are plain functions the
 //! console's forms call too, so the console adds no second path to money or keys.
 
+use crate::domain::audit::Actor;
 use crate::domain::errors::Code;
 use crate::domain::usage_log::UsageFilter;
 use crate::edges::http::auth::Admin;
@@ -32,6 +34,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         mount(cfg, "/models/{model}/{switch}", vec![("POST", web::post().to(switch_model))]);
         mount(cfg, "/ledger/verify", vec![("GET", web::get().to(verify))]);
         super::admin_webhooks::configure(cfg);
+        super::admin_audit::configure(cfg);
     }));
 }
 
@@ -94,11 +97,11 @@ async fn list_accounts(
 }
 
 async fn create_account(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     body: web::Json<NewAccount>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Created().json(accounts::open_account(&state, &body.name).await?))
+    Ok(HttpResponse::Created().json(accounts::open_account(&state, &body.name, &by).await?))
 }
 
 async fn show_account(
@@ -114,47 +117,57 @@ async fn show_account(
 }
 
 async fn top_up(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    credit(&state, &account, Credit::TopUp, body.into_inner()).await
+    credit(&state, &account, Credit::TopUp, body.into_inner(), &by).await
 }
 
 async fn grant_free_trial(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Amount>,
 ) -> Result<HttpResponse, ApiError> {
-    credit(&state, &account, Credit::FreeTrial, body.into_inner()).await
+    credit(&state, &account, Credit::FreeTrial, body.into_inner(), &by).await
 }
 
-async fn credit(state: &Gateway, account: &str, credit: Credit, body: Amount) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(accounts::credit(state, account, credit, body.amount, body.note).await?))
+async fn credit(
+    state: &Gateway,
+    account: &str,
+    credit: Credit,
+    body: Amount,
+    by: &Actor,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(accounts::credit(state, account, credit, body.amount, body.note, by).await?))
 }
 
 async fn set_weight(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Weight>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(accounts::set_queue_weight(&state, &account, body.weight).await?))
+    Ok(HttpResponse::Ok().json(accounts::set_queue_weight(&state, &account, body.weight, &by).await?))
 }
 
 async fn set_plan(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<Plan>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(accounts::change_plan(&state, &account, &body.name, body.allowance).await?))
+    Ok(HttpResponse::Ok().json(accounts::change_plan(&state, &account, &body.name, body.allowance, &by).await?))
 }
 
-async fn create_key(_: Admin, state: web::Data<Gateway>, account: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let key = accounts::issue_key(&state, &account).await?;
+async fn create_key(
+    Admin(by): Admin,
+    state: web::Data<Gateway>,
+    account: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let key = accounts::issue_key(&state, &account, &by).await?;
     Ok(HttpResponse::Created()
         .json(json!({"account": account.as_str(), "key": key, "note": "Shown once; store it now."})))
 }
@@ -167,21 +180,22 @@ async fn list_keys(_: Admin, state: web::Data<Gateway>, account: web::Path<Strin
 }
 
 async fn revoke_keys(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (account, prefix) = path.into_inner();
-    let revoked = accounts::revoke(&state, &account, accounts::Revoked::Prefix(&prefix)).await?;
+    let revoked = accounts::revoke(&state, &account, accounts::Revoked::Prefix(&prefix), &by).await?;
     Ok(HttpResponse::Ok().json(json!({"revoked": revoked})))
 }
 
 async fn revoke_all_keys(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(json!({"revoked": accounts::revoke(&state, &account, accounts::Revoked::All).await?})))
+    Ok(HttpResponse::Ok()
+        .json(json!({"revoked": accounts::revoke(&state, &account, accounts::Revoked::All, &by).await?})))
 }
 
 #[derive(Deserialize)]
@@ -241,12 +255,12 @@ async fn models(_: Admin, state: web::Data<Gateway>) -> HttpResponse {
 }
 
 async fn switch_model(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (model, switch) = path.into_inner();
-    let (model, enabled) = models::switch_model(&state, &model, &switch).await?;
+    let (model, enabled) = models::switch_model(&state, &model, &switch, &by).await?;
     Ok(HttpResponse::Ok().json(json!({"model": model, "enabled": enabled})))
 }
 

@@ -20,11 +20,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// A new secret signs every delivery from now on; the one it replaces signs too, until it retires.
 async fn rotate_secret(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (secret, settings) = webhook_settings::rotate_secret(&state, &account).await?;
+    let (secret, settings) = webhook_settings::rotate_secret(&state, &account, &by).await?;
     let retiring: Vec<i64> = settings.secrets.iter().filter_map(|s| s.retires_ms).collect();
     Ok(HttpResponse::Ok().json(json!({
         "account": account.as_str(),
@@ -43,12 +43,12 @@ struct EndpointBody {
 
 /// The account's default endpoint: tasks submitted without a `callback_url` end there.
 async fn set_endpoint(
-    _: Admin,
+    Admin(by): Admin,
     state: web::Data<Gateway>,
     account: web::Path<String>,
     body: web::Json<EndpointBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let settings = webhook_settings::set_default_endpoint(&state, &account, body.into_inner().url).await?;
+    let settings = webhook_settings::set_default_endpoint(&state, &account, body.into_inner().url, &by).await?;
     Ok(HttpResponse::Ok().json(json!({"account": account.as_str(), "endpoint": settings.endpoint})))
 }
 
@@ -84,6 +84,6 @@ async fn deliveries(
     Ok(HttpResponse::Ok().json(json!({"deliveries": deliveries})))
 }
 
-async fn replay(_: Admin, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(webhook_settings::replay_delivery(&state, &id).await?))
+async fn replay(Admin(by): Admin, state: web::Data<Gateway>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(webhook_settings::replay_delivery(&state, &id, &by).await?))
 }

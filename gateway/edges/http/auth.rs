@@ -1,6 +1,7 @@
 //! API-key authentication: `Authorization: Bearer K`, `x-api-key: K` or `x-alt-api-key: K`, checked by the
 //! use case (`services::auth`).
 
+use crate::domain::audit::{Actor, CLI_AGENT, Via};
 use crate::domain::errors::Code;
 use crate::edges::web::error::ApiError;
 use crate::services::auth::{self, Caller};
@@ -55,25 +56,24 @@ fn presented(req: &HttpRequest) -> Result<(&web::Data<Gateway>, [u8; 32]), ApiEr
     Ok((state, crate::domain::tasks::hash_key(key)))
 }
 
-/// A request carrying the admin token.
-pub struct Admin;
-
-impl Admin {
-    /// Whether `presented` is the admin token (compared in constant time).
-    pub fn check(state: &Gateway, presented: Option<&str>) -> Result<Admin, ApiError> {
-        state.operators.check(presented)?;
-        Ok(Admin)
-    }
-}
+/// A request carrying an operator's token (the admin token is `root`'s): who makes its change, and through
+/// which edge. `mediagate admin` names itself in its `User-Agent`, so its changes read `cli` on the trail.
+pub struct Admin(pub Actor);
 
 impl FromRequest for Admin {
     type Error = ApiError;
-    type Future = Ready<Result<Admin, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Admin, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let Some(state) = req.app_data::<web::Data<Gateway>>() else {
-            return ready(Err(ApiError::internal("no app state")));
+        let Some(state) = req.app_data::<web::Data<Gateway>>().cloned() else {
+            return Box::pin(ready(Err(ApiError::internal("no app state"))));
         };
-        ready(Admin::check(state, crate::edges::http::auth::presented_key(req)))
+        let token = presented_key(req).map(str::to_string);
+        let agent = req.headers().get("user-agent").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let via = if agent.starts_with(CLI_AGENT) { Via::Cli } else { Via::Api };
+        Box::pin(async move {
+            let operator = crate::services::operators::authenticate(&state, token.as_deref()).await?;
+            Ok(Admin(Actor::new(operator, via)))
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP edge: middleware, extractors and routes.
 
 pub mod admin;
+pub mod admin_audit;
 pub mod admin_webhooks;
 pub mod auth;
 mod content;

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod request_id;
+pub mod trail;
 
 use crate::domain::errors::Problem;
 

@@ -75,7 +75,7 @@ async fn attempt(state: &Gateway, mut delivery: Delivery) -> bool {
                 s.disabled.push(url);
             }
         });
-        if let Err(e) = state.store.change_webhook_settings(&delivery.account, disable).await {
+        if let Err(e) = state.store.change_webhook_settings(&delivery.account, disable, None).await {
             tracing::warn!(error = %e, url = delivery.url, "could not disable a gone endpoint");
         }
     }

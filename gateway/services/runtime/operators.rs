@@ -1,33 +1,31 @@
-//! The operators: whoever holds the admin token may use the admin API and the operator's console.
+//! The root operator: whoever holds the admin token from the environment. Named operators, with tokens of
+//! their own, are kept in the store (`services::operators`).
 
-use crate::domain::errors::{Code, Problem};
-
-/// The admin token, if one is set; the admin API is off without one.
+/// The admin token's digest, if one is set.
 pub struct Operators {
-    token: Option<String>,
+    root: Option<String>,
 }
 
 impl Operators {
     pub fn new(token: Option<String>) -> Operators {
-        Operators { token: token.filter(|token| !token.is_empty()) }
+        Operators { root: token.filter(|token| !token.is_empty()).map(|token| digest(&token)) }
     }
 
-    /// Whether `presented` is the admin token (compared in constant time); refused, why.
-    pub fn check(&self, presented: Option<&str>) -> Result<(), Problem> {
-        let Some(token) = self.token.as_deref() else {
-            return Err(Problem::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set."));
-        };
-        match presented {
-            Some(presented) if constant_time_eq(token.as_bytes(), presented.as_bytes()) => Ok(()),
-            _ => Err(Problem::new(Code::admin_forbidden, "A valid admin token is required.")),
-        }
+    /// Whether an admin token is set.
+    pub fn has_root(&self) -> bool {
+        self.root.is_some()
     }
 
-    /// A digest of the token, which a session keeps so that a new token signs every operator out.
-    pub fn token_digest(&self) -> Option<[u8; 32]> {
-        use sha2::{Digest, Sha256};
-        self.token.as_deref().map(|token| Sha256::digest(token.as_bytes()).into())
+    /// Whether `digest` is the admin token's (compared in constant time).
+    pub fn is_root(&self, digest: &str) -> bool {
+        self.root.as_deref().is_some_and(|root| constant_time_eq(root.as_bytes(), digest.as_bytes()))
     }
+}
+
+/// The digest kept of an operator's token (SHA-256, hex): what the store holds and a console session carries.
+pub fn digest(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// Whether two secrets are equal, every byte compared whatever the first difference.

@@ -1,25 +1,37 @@
 //! Accounts and their API keys. Keys are stored as SHA-256 hashes; the plain key is shown once at creation.
 
 use super::blocking;
-use super::ledger;
 use super::{
     ACCOUNTS, Account, FUNDS, KEYS, KeyRecord, Refusal, Store, StoreError, TASKS_BY_ACCOUNT, Tx, decode, encode,
 };
+use super::{audit, ledger};
+use crate::domain::audit::{Action, Actor, Change};
 use crate::domain::billing::books::{EntryKind, Posting, Pot};
 use crate::domain::tasks::hash_key;
 use crate::domain::tasks::{AccountQuery, AccountSummary};
 use crate::ports::storage::Accounts;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The account, created in `tx` if it does not exist yet.
-fn ensure_account_in(tx: &Tx, name: &str) -> Result<Account, StoreError> {
+/// The account, created in `tx` (by `by`, on the trail) if it does not exist yet.
+fn ensure_account_in(tx: &Tx, name: &str, by: &Actor) -> Result<Account, StoreError> {
     let mut table = tx.open_table(ACCOUNTS)?;
     if let Some(account) = table.get(name)?.map(|v| decode::<Account>(v.value())).transpose()? {
         return Ok(account);
     }
     let account = Account { name: name.to_string(), created_at: now(), plan: None, queue_weight: None };
     table.insert(name, encode(&account)?.as_slice())?;
+    audit::append(tx, Change::new(by, Action::AccountOpen, Some(name)).values(Value::Null, json!(account)))?;
     Ok(account)
+}
+
+/// The account `name`, refused as a conflict if there is none.
+fn existing(tx: &Tx, name: &str) -> Result<Account, StoreError> {
+    tx.open_table(ACCOUNTS)?
+        .get(name)?
+        .map(|v| decode::<Account>(v.value()))
+        .transpose()?
+        .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{name}`.")))
 }
 
 fn now() -> String {
@@ -31,16 +43,16 @@ impl Store {
     /// `keys create` command and the benches, which have no gateway to issue one through.
     pub async fn create_key(&self, account: &str) -> Result<String, StoreError> {
         let key = crate::domain::tasks::new_key();
-        self.insert_key(account, &key).await?;
+        self.insert_key(account, &key, &Actor::local()).await?;
         Ok(key)
     }
 }
 
 #[async_trait::async_trait]
 impl Accounts for Store {
-    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
-        let name = name.to_string();
-        blocking(self, move |store| store.write(move |tx| ensure_account_in(tx, &name))).await
+    async fn ensure_account(&self, name: &str, by: &Actor) -> Result<Account, StoreError> {
+        let (name, by) = (name.to_string(), by.clone());
+        blocking(self, move |store| store.write(move |tx| ensure_account_in(tx, &name, &by))).await
     }
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
@@ -79,17 +91,12 @@ impl Accounts for Store {
         Ok(listed)
     }
 
-    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
-        let (account, plan) = (account.to_string(), plan.to_string());
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64, by: &Actor) -> Result<Account, StoreError> {
+        let (account, plan, by) = (account.to_string(), plan.to_string(), by.clone());
         blocking(self, move |store| {
             let earmarks = store.earmarks.clone();
             store.write(move |tx| {
-                let mut record = tx
-                    .open_table(ACCOUNTS)?
-                    .get(account.as_str())?
-                    .map(|v| decode::<Account>(v.value()))
-                    .transpose()?
-                    .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+                let mut record = existing(tx, &account)?;
                 // The allowance is what the plan pot has left to spend, net of what tasks in flight have
                 // earmarked from it, so the entry moves the pot by the difference.
                 let current = ledger::funds_in(tx, &account)?.less(&earmarks.of(&account)).plan;
@@ -107,43 +114,46 @@ impl Accounts for Store {
                     };
                     ledger::append(tx, &earmarks, vec![posting], None, ledger::Keep::Rows)?;
                 }
+                let before = json!({"plan": record.plan, "allowance": current});
                 record.plan = Some(plan);
                 tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+                let after = json!({"plan": record.plan, "allowance": allowance});
+                audit::append(tx, Change::new(&by, Action::PlanSet, Some(&account)).values(before, after))?;
                 Ok(record)
             })
         })
         .await
     }
 
-    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
-        let account = account.to_string();
+    async fn set_queue_weight(&self, account: &str, weight: u32, by: &Actor) -> Result<Account, StoreError> {
+        let (account, by) = (account.to_string(), by.clone());
         blocking(self, move |store| {
             store.write(move |tx| {
-                let mut table = tx.open_table(ACCOUNTS)?;
-                let mut record = table
-                    .get(account.as_str())?
-                    .map(|v| decode::<Account>(v.value()))
-                    .transpose()?
-                    .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+                let mut record = existing(tx, &account)?;
+                let before = json!({"weight": record.queue_weight.unwrap_or(1)});
                 record.queue_weight = Some(weight);
-                table.insert(account.as_str(), encode(&record)?.as_slice())?;
+                tx.open_table(ACCOUNTS)?.insert(account.as_str(), encode(&record)?.as_slice())?;
+                let change = Change::new(&by, Action::WeightSet, Some(&account));
+                audit::append(tx, change.values(before, json!({"weight": weight})))?;
                 Ok(record)
             })
         })
         .await
     }
 
-    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
-        let (account, key) = (account.to_string(), key.to_string());
+    async fn insert_key(&self, account: &str, key: &str, by: &Actor) -> Result<(), StoreError> {
+        let (account, key, by) = (account.to_string(), key.to_string(), by.clone());
         blocking(self, move |store| {
             let hash = hash_key(&key);
             let prefix = crate::domain::tasks::key_prefix(&key);
             let record = KeyRecord { account, prefix, created_at: now(), revoked: false };
             store.write(move |tx| {
-                ensure_account_in(tx, &record.account)?;
+                ensure_account_in(tx, &record.account, &by)?;
                 let mut table = tx.open_table(KEYS)?;
                 if table.get(hash.as_slice())?.is_none() {
                     table.insert(hash.as_slice(), encode(&record)?.as_slice())?;
+                    let change = Change::new(&by, Action::KeyIssue, Some(&record.account)).target(&record.prefix);
+                    audit::append(tx, change.values(Value::Null, json!({"prefix": record.prefix})))?;
                 }
                 Ok(())
             })?;
@@ -189,8 +199,8 @@ impl Accounts for Store {
         Ok(out)
     }
 
-    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
-        let (account, prefix) = (account.to_string(), prefix.to_string());
+    async fn revoke_keys(&self, account: &str, prefix: &str, by: &Actor) -> Result<usize, StoreError> {
+        let (account, prefix, by) = (account.to_string(), prefix.to_string(), by.clone());
         blocking(self, move |store| {
             let count = store.write(move |tx| {
                 let mut table = tx.open_table(KEYS)?;
@@ -205,6 +215,10 @@ impl Accounts for Store {
                 for (hash, record) in &mut hits {
                     record.revoked = true;
                     table.insert(hash.as_slice(), encode(record)?.as_slice())?;
+                }
+                if !hits.is_empty() {
+                    let prefixes: Vec<&str> = hits.iter().map(|(_, record)| record.prefix.as_str()).collect();
+                    audit::append(tx, Change::keys_revoked(&by, &account, &prefix, &prefixes))?;
                 }
                 Ok(hits.len())
             })?;

@@ -14,6 +14,7 @@ use super::overlay::{ReadTable, View};
 use super::tables::{LEDGER_SEQ, SEQUENCES, USAGE_LINES};
 use super::{Commit, FUNDS, LEDGER, Refusal, Store, StoreError, TASKS, TaskRecord, Tx, decode, encode};
 use super::{Hold, blocking};
+use crate::domain::audit::{Actor, Change};
 use crate::domain::billing::MAX_MICROS;
 use crate::domain::billing::audit;
 use crate::domain::billing::audit::{LedgerReport, TaskMoney};
@@ -175,6 +176,12 @@ impl Store {
         for row in view.open_table(super::tables::DELIVERIES)?.iter()? {
             export.deliveries.push(decode(row?.1.value())?);
         }
+        for row in view.open_table(super::tables::OPERATORS)?.iter()? {
+            export.operators.push(decode(row?.1.value())?);
+        }
+        for row in view.open_table(super::tables::AUDIT)?.iter()? {
+            export.audit.push(decode(row?.1.value())?);
+        }
         Ok(export)
     }
 }
@@ -203,10 +210,21 @@ fn entries_and_tasks(view: &View) -> Result<(Vec<Entry>, Vec<TaskMoney>), StoreE
 
 #[async_trait::async_trait]
 impl Ledger for Store {
-    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+    async fn post(&self, postings: Vec<Posting>, by: &Actor) -> Result<(), StoreError> {
+        let by = by.clone();
         blocking(self, move |store| {
             let earmarks = store.earmarks.clone();
-            store.write(move |tx| append(tx, &earmarks, postings, None, Keep::Rows).map(|_| ()))
+            store.write(move |tx| {
+                for posting in postings {
+                    let before = funds_in(tx, &posting.account)?.less(&earmarks.of(&posting.account)).get(posting.pot);
+                    let change = Change::posting(&by, &posting, before);
+                    append(tx, &earmarks, vec![posting], None, Keep::Rows)?;
+                    if let Some(change) = change {
+                        super::audit::append(tx, change)?;
+                    }
+                }
+                Ok(())
+            })
         })
         .await
     }

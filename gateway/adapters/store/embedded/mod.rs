@@ -9,6 +9,7 @@
 //! thread, through the overlay and a redb read transaction: they never wait for the writer.
 
 mod accounts;
+mod audit;
 mod backend;
 mod broken;
 mod checkpointer;
@@ -89,6 +90,7 @@ pub(crate) use tables::{
     ACCOUNTS, FUNDS, IDEMPOTENCY, IN_FLIGHT, KEYS, LEDGER, MODEL_SWITCHES, TASKS, TASKS_BY_ACCOUNT,
 };
 
+use crate::domain::audit::{Actor, Change};
 use crate::ports::storage::{Lifecycle, Slots, Switches, Topology};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::Path;
@@ -227,10 +229,16 @@ impl Switches for Store {
         Ok(out)
     }
 
-    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
-        let model = model.to_string();
+    async fn set_model_switch(&self, model: &str, enabled: bool, by: &Actor) -> Result<(), StoreError> {
+        let (model, by) = (model.to_string(), by.clone());
         blocking(self, move |store| {
-            store.write(move |tx| tx.open_table(MODEL_SWITCHES)?.insert(model.as_str(), enabled))
+            store.write(move |tx| {
+                let mut switches = tx.open_table(MODEL_SWITCHES)?;
+                let before = switches.get(model.as_str())?.map(|was| was.value());
+                switches.insert(model.as_str(), enabled)?;
+                let change = Change::switched(&by, &model, before, enabled);
+                audit::append(tx, change)
+            })
         })
         .await
     }
@@ -313,11 +321,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(store.post(vec![top_up(100)])).unwrap();
+        runtime.block_on(store.post(vec![top_up(100)], &crate::domain::audit::Actor::local())).unwrap();
         let balance =
             |view: &overlay::View| ledger::funds_row(&view.open_table(FUNDS).unwrap(), "acme").unwrap().balance;
         let (snapshot, view) = (store.overlay.snapshot(&store.db).unwrap(), store.view().unwrap());
-        runtime.block_on(store.post(vec![top_up(50)])).unwrap();
+        runtime.block_on(store.post(vec![top_up(50)], &crate::domain::audit::Actor::local())).unwrap();
         assert_eq!((balance(&snapshot), balance(&view)), (100, 150));
         assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
     }
@@ -540,9 +548,11 @@ mod tests {
         let live = tempfile::tempdir().unwrap();
         let store = Store::open(live.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(store.ensure_account("acme")).unwrap();
-        runtime.block_on(store.post(vec![top_up(5_000_000), top_up(2_000_000)])).unwrap();
-        runtime.block_on(store.set_model_switch("some-model", false)).unwrap();
+        runtime.block_on(store.ensure_account("acme", &crate::domain::audit::Actor::local())).unwrap();
+        runtime
+            .block_on(store.post(vec![top_up(5_000_000), top_up(2_000_000)], &crate::domain::audit::Actor::local()))
+            .unwrap();
+        runtime.block_on(store.set_model_switch("some-model", false, &crate::domain::audit::Actor::local())).unwrap();
 
         // redb alone has none of it yet...
         let without_log = Store::open(crash_image(live.path(), &["mediagate.redb"]).path()).unwrap();
@@ -609,8 +619,8 @@ mod tests {
             runtime.block_on(store.earmark("acme", hold)).unwrap()
         };
         let balance = |store: &Store| runtime.block_on(store.funds("acme")).unwrap().balance;
-        runtime.block_on(store.ensure_account("acme")).unwrap();
-        runtime.block_on(store.post(vec![top_up(100_000)])).unwrap();
+        runtime.block_on(store.ensure_account("acme", &crate::domain::audit::Actor::local())).unwrap();
+        runtime.block_on(store.post(vec![top_up(100_000)], &crate::domain::audit::Actor::local())).unwrap();
 
         let first = earmark(60_000).unwrap();
         assert_eq!(first.split(), [(Pot::Balance, 60_000)]);
@@ -622,8 +632,11 @@ mod tests {
         let hold = Some(Hold { amount: 50_000, trial_only: false });
         let held = runtime.block_on(store.add_task(task, None, hold, Commit::Durable)).unwrap();
         assert!(matches!(held, Inserted::Shortfall(ref s) if *s == shortfall(50_000, 40_000)), "{held:?}");
-        assert!(runtime.block_on(store.post(vec![top_up(-40_001)])).is_err(), "a debit may not take earmarked money");
-        runtime.block_on(store.post(vec![top_up(-30_000)])).unwrap();
+        assert!(
+            runtime.block_on(store.post(vec![top_up(-40_001)], &crate::domain::audit::Actor::local())).is_err(),
+            "a debit may not take earmarked money"
+        );
+        runtime.block_on(store.post(vec![top_up(-30_000)], &crate::domain::audit::Actor::local())).unwrap();
         assert_eq!(earmark(10_001).unwrap_err(), shortfall(10_001, 10_000), "decided after the debit");
         // A write that debits and is undone leaves the funds as they were.
         let earmarks = store.earmarks.clone();
@@ -656,7 +669,7 @@ mod tests {
         assert_eq!(charge.note, "success beta-image-2.0-pro_t2i");
         assert!(store.view().unwrap().open_table(LEDGER).unwrap().get(3).unwrap().is_none());
         // A credit counts too, and takes the next number.
-        runtime.block_on(store.post(vec![top_up(5_000)])).unwrap();
+        runtime.block_on(store.post(vec![top_up(5_000)], &crate::domain::audit::Actor::local())).unwrap();
         assert_eq!(runtime.block_on(store.entries(Some("acme"))).unwrap().last().map(|e| e.seq), Some(4));
         assert_eq!(earmark(35_001).unwrap_err(), shortfall(35_001, 35_000));
 
@@ -679,8 +692,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(store.post(vec![top_up(1_000), top_up(2_000)])).unwrap();
-        runtime.block_on(store.post(vec![top_up(3_000)])).unwrap();
+        runtime
+            .block_on(store.post(vec![top_up(1_000), top_up(2_000)], &crate::domain::audit::Actor::local()))
+            .unwrap();
+        runtime.block_on(store.post(vec![top_up(3_000)], &crate::domain::audit::Actor::local())).unwrap();
         let seqs: Vec<u64> = runtime.block_on(store.entries(None)).unwrap().iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [1, 2, 3]);
         assert!(runtime.block_on(store.verify_ledger()).unwrap().problems.is_empty());
@@ -698,7 +713,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(store.ensure_account("acme")).unwrap();
+        runtime.block_on(store.ensure_account("acme", &crate::domain::audit::Actor::local())).unwrap();
         runtime.block_on(store.close()).unwrap();
         let image = crash_image(dir.path(), &["mediagate.redb"]);
         assert!(runtime.block_on(Store::open(image.path()).unwrap().account("acme")).unwrap().is_some());
@@ -721,7 +736,9 @@ mod tests {
             // The checkpoint due after the deferred write's batch froze it unlogged; the durable write logs
             // it, in the other file (and a checkpoint is due again by then).
             std::thread::sleep(std::time::Duration::from_millis(2));
-            runtime.block_on(store.set_model_switch(&format!("durable-{i}"), true)).unwrap();
+            runtime
+                .block_on(store.set_model_switch(&format!("durable-{i}"), true, &crate::domain::audit::Actor::local()))
+                .unwrap();
         }
         let image = crash_image(live.path(), &["mediagate.redb", wal::FILES[0], wal::FILES[1]]);
         for _ in 0..2 {
@@ -736,9 +753,9 @@ mod tests {
         // Checkpoints between most writes: the log moves between its files, over older records.
         let store = Store::open_checkpointing(live.path(), std::time::Duration::from_millis(1)).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(store.ensure_account("acme")).unwrap();
+        runtime.block_on(store.ensure_account("acme", &crate::domain::audit::Actor::local())).unwrap();
         for _ in 0..50 {
-            runtime.block_on(store.post(vec![top_up(1_000)])).unwrap();
+            runtime.block_on(store.post(vec![top_up(1_000)], &crate::domain::audit::Actor::local())).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         // Live, the entries are read from redb and the overlay together: each once, in order.
@@ -859,7 +876,10 @@ mod tests {
 
         // A replay asked for while an attempt runs stands when the attempt is written: due when it said.
         let mut taken = runtime.block_on(reopened.due_deliveries(9_000, 1)).unwrap().remove(0);
-        let replayed = runtime.block_on(reopened.replay_delivery(&taken.id, 1_000)).unwrap().unwrap();
+        let replayed = runtime
+            .block_on(reopened.replay_delivery(&taken.id, 1_000, &crate::domain::audit::Actor::local()))
+            .unwrap()
+            .unwrap();
         assert_eq!((replayed.state, replayed.next_attempt_ms, replayed.replays), (DeliveryState::Pending, 1_000, 1));
         taken.attempts.push(crate::domain::deliveries::Attempt { at_ms: 9_000, status: Some(200), error: None });
         taken.state = DeliveryState::Delivered;
@@ -867,6 +887,11 @@ mod tests {
         let after = runtime.block_on(reopened.delivery(&taken.id)).unwrap().unwrap();
         assert_eq!((after.state, after.next_attempt_ms, after.attempts.len()), (DeliveryState::Pending, 1_000, 1));
         assert_eq!(runtime.block_on(reopened.due_deliveries(1_000, 100)).unwrap()[0].id, taken.id);
-        assert!(runtime.block_on(reopened.replay_delivery("msg_none", 0)).unwrap().is_none());
+        assert!(
+            runtime
+                .block_on(reopened.replay_delivery("msg_none", 0, &crate::domain::audit::Actor::local()))
+                .unwrap()
+                .is_none()
+        );
     }
 }

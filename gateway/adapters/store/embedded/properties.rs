@@ -92,7 +92,9 @@ fn run(ops: Vec<Op>) {
     let store = Store::open(live.path()).unwrap_or_else(|e| panic!("{e}"));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
     let mut seen = Acknowledged::default();
-    runtime.block_on(store.ensure_account("acme")).unwrap_or_else(|e| panic!("{e}"));
+    runtime
+        .block_on(store.ensure_account("acme", &crate::domain::audit::Actor::local()))
+        .unwrap_or_else(|e| panic!("{e}"));
     for (step, op) in ops.into_iter().chain([Op::Crash]).enumerate() {
         let id = format!("task-{step}");
         match op {
@@ -105,10 +107,14 @@ fn run(ops: Vec<Op>) {
                     task_id: None,
                     note: String::new(),
                 };
-                runtime.block_on(store.post(vec![posting])).unwrap_or_else(|e| panic!("{e}"));
+                runtime
+                    .block_on(store.post(vec![posting], &crate::domain::audit::Actor::local()))
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
             // Lowering a plan below what is held or earmarked may be refused; nothing is written then.
-            Op::Plan(allowance) => drop(runtime.block_on(store.set_plan("acme", "p", allowance))),
+            Op::Plan(allowance) => {
+                drop(runtime.block_on(store.set_plan("acme", "p", allowance, &crate::domain::audit::Actor::local())))
+            }
             Op::Held(n) => {
                 let hold = Hold { amount: quote(n), trial_only: false };
                 let added = store.add_task(task(&id, n, quote(n)), None, Some(hold), Commit::Durable);

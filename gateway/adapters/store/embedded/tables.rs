@@ -23,6 +23,10 @@ pub(crate) const PENDING_DELIVERIES: TableDefinition<&str, ()> = TableDefinition
 pub(crate) const PENDING_MIRRORS: TableDefinition<&str, i64> = TableDefinition::new("pending_mirrors");
 /// The usage lines of tasks retention purged, by when each task ended and its id.
 pub(crate) const USAGE_LINES: TableDefinition<(i64, &str), &[u8]> = TableDefinition::new("usage_lines");
+/// The audit trail by sequence number: appended to, never changed or removed.
+pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
+/// Named operators by name (their tokens' hashes, never the tokens).
+pub(crate) const OPERATORS: TableDefinition<&str, &[u8]> = TableDefinition::new("operators");
 /// Ids of tasks that are not terminal yet, so start-up and polling never scan finished work.
 pub(crate) const IN_FLIGHT: TableDefinition<&str, ()> = TableDefinition::new("in_flight");
 pub(crate) const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
@@ -38,6 +42,9 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 
 /// The next ledger entry's sequence number, in `SEQUENCES`.
 pub(crate) const LEDGER_SEQ: &str = "ledger";
+
+/// The last audit entry's sequence number, in `SEQUENCES`.
+pub(crate) const AUDIT_SEQ: &str = "audit";
 
 /// The sequence number of the last log record a durable redb commit holds.
 pub(crate) const CHECKPOINT: &str = "wal_checkpoint";
@@ -89,7 +96,7 @@ impl<K: Key + 'static, V: Value + 'static> AnyTable for TableDefinition<'static,
 }
 
 /// How many tables the store has.
-pub(crate) const COUNT: usize = 16;
+pub(crate) const COUNT: usize = 18;
 
 /// Every table a change may name (`META` is the checkpointer's own), by [`id`].
 pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
@@ -109,6 +116,8 @@ pub(crate) const ALL: [&dyn AnyTable; COUNT] = [
     &PENDING_MIRRORS,
     &DELIVERIES_DUE,
     &USAGE_LINES,
+    &AUDIT,
+    &OPERATORS,
 ];
 
 /// The position in [`ALL`] of the table named `name`.

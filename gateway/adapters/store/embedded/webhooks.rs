@@ -2,7 +2,8 @@
 //! `DELIVERIES_DUE` by when it is next attempted, so finding the due ones reads only those.
 
 use super::tables::{DELIVERIES, DELIVERIES_DUE, WEBHOOK_SETTINGS};
-use super::{Commit, Store, StoreError, TaskRecord, Tx, decode, encode};
+use super::{Commit, Store, StoreError, TaskRecord, Tx, audit, decode, encode};
+use crate::domain::audit::{Action, Actor, Change, webhook_view};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, DeliveryState, WebhookSettings};
 use crate::ports::storage::Deliveries;
 use crate::ports::storage::SettingsChange;
@@ -65,14 +66,21 @@ impl Deliveries for Store {
         &self,
         account: &str,
         change: SettingsChange,
+        audited: Option<(&Actor, Action)>,
     ) -> Result<WebhookSettings, StoreError> {
         let account = account.to_string();
+        let audited = audited.map(|(actor, action)| (actor.clone(), action));
         self.queue(Commit::Durable, move |tx: &Tx| {
             let mut table = tx.open_table(WEBHOOK_SETTINGS)?;
             let mut settings: WebhookSettings =
                 table.get(account.as_str())?.map(|v| decode(v.value())).transpose()?.unwrap_or_default();
+            let before = webhook_view(&settings);
             change(&mut settings);
             table.insert(account.as_str(), encode(&settings)?.as_slice())?;
+            if let Some((actor, action)) = audited {
+                let change = Change::new(&actor, action, Some(&account));
+                audit::append(tx, change.values(before, webhook_view(&settings)))?;
+            }
             Ok(settings)
         })
         .await
@@ -101,10 +109,15 @@ impl Deliveries for Store {
         self.change_delivery(id, move |stored| attempted.after_attempt(&stored)).await.map(drop)
     }
 
-    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
-        self.change_delivery(id.to_string(), move |mut delivery| {
+    async fn replay_delivery(&self, id: &str, now_ms: i64, by: &Actor) -> Result<Option<Delivery>, StoreError> {
+        let (id, by) = (id.to_string(), by.clone());
+        self.queue(Commit::Durable, move |tx: &Tx| {
+            let Some(before) = stored(tx, &id)? else { return Ok(None) };
+            let mut delivery = before.clone();
             delivery.replay(now_ms);
-            delivery
+            save(tx, &delivery, Some(&before))?;
+            audit::append(tx, Change::replayed(&by, &before, &delivery))?;
+            Ok(Some(delivery))
         })
         .await
     }

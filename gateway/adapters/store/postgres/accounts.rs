@@ -1,12 +1,14 @@
 //! Accounts, their keys (SHA-256 hashes) and model switches.
 
 use super::changes::CHANNEL;
-use super::{db_error, ledger};
+use super::{audit, db_error, ledger};
+use crate::domain::audit::{Action, Actor, Change};
 use crate::domain::billing::books::{EntryKind, Funds, Posting, Pot};
 use crate::domain::tasks::{Account, AccountQuery, AccountSummary, KeyRecord, hash_key};
 use crate::ports::storage::{Refusal, StoreError};
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::Object;
+use serde_json::{Value, json};
 
 fn now() -> String {
     chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
@@ -28,15 +30,29 @@ async fn announce(client: &impl GenericClient, what: &str) -> Result<(), StoreEr
     Ok(())
 }
 
-pub(super) async fn ensure(client: &impl GenericClient, name: &str) -> Result<Account, StoreError> {
-    client
+/// The account, created (by `by`, on the trail) if it does not exist yet, inside the caller's transaction.
+pub(super) async fn ensure(client: &impl GenericClient, name: &str, by: &Actor) -> Result<Account, StoreError> {
+    let created = client
         .execute(
             "INSERT INTO accounts (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
             &[&name, &now()],
         )
         .await
         .map_err(db_error)?;
-    get(client, name).await?.ok_or_else(|| StoreError::new(format!("account {name} vanished")))
+    let account = get(client, name).await?.ok_or_else(|| StoreError::new(format!("account {name} vanished")))?;
+    if created > 0 {
+        let change = Change::new(by, Action::AccountOpen, Some(name)).values(Value::Null, json!(account));
+        audit::append(client, change).await?;
+    }
+    Ok(account)
+}
+
+/// Opens the account in one transaction with its trail entry.
+pub(super) async fn open(client: &mut Object, name: &str, by: &Actor) -> Result<Account, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let account = ensure(&tx, name, by).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(account)
 }
 
 pub(super) async fn get(client: &impl GenericClient, name: &str) -> Result<Option<Account>, StoreError> {
@@ -53,13 +69,15 @@ pub(super) async fn set_plan(
     account: &str,
     plan: &str,
     allowance: i64,
+    by: &Actor,
 ) -> Result<Account, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    let row =
-        tx.query_opt("SELECT name FROM accounts WHERE name = $1 FOR UPDATE", &[&account]).await.map_err(db_error)?;
-    if row.is_none() {
-        return Err(StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")));
-    }
+    let row = tx
+        .query_opt("SELECT plan FROM accounts WHERE name = $1 FOR UPDATE", &[&account])
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+    let plan_before: Option<String> = row.get(0);
     let current = ledger::funds(&tx, account, true).await?.unwrap_or_default().plan;
     let delta = allowance
         .checked_sub(current)
@@ -82,33 +100,54 @@ pub(super) async fn set_plan(
         )
         .await
         .map_err(db_error)?;
+    let (before, after) =
+        (json!({"plan": plan_before, "allowance": current}), json!({"plan": plan, "allowance": allowance}));
+    audit::append(&tx, Change::new(by, Action::PlanSet, Some(account)).values(before, after)).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(account_of(&row))
 }
 
-pub(super) async fn set_queue_weight(client: &Object, account: &str, weight: u32) -> Result<Account, StoreError> {
-    let weight = i32::try_from(weight).unwrap_or(i32::MAX);
-    let row = client
-        .query_opt(
-            "UPDATE accounts SET queue_weight = $2 WHERE name = $1 RETURNING name, created_at, plan, queue_weight",
-            &[&account, &weight],
-        )
+pub(super) async fn set_queue_weight(
+    client: &mut Object,
+    account: &str,
+    weight: u32,
+    by: &Actor,
+) -> Result<Account, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let before: Option<i32> = tx
+        .query_opt("SELECT queue_weight FROM accounts WHERE name = $1 FOR UPDATE", &[&account])
         .await
         .map_err(db_error)?
-        .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?;
+        .ok_or_else(|| StoreError::refused(Refusal::Conflict, format!("No account `{account}`.")))?
+        .get(0);
+    let row = tx
+        .query_one(
+            "UPDATE accounts SET queue_weight = $2 WHERE name = $1 RETURNING name, created_at, plan, queue_weight",
+            &[&account, &i32::try_from(weight).unwrap_or(i32::MAX)],
+        )
+        .await
+        .map_err(db_error)?;
+    let change = Change::new(by, Action::WeightSet, Some(account));
+    audit::append(&tx, change.values(json!({"weight": before.unwrap_or(1)}), json!({"weight": weight}))).await?;
+    tx.commit().await.map_err(db_error)?;
     Ok(account_of(&row))
 }
 
-pub(super) async fn insert_key(client: &mut Object, account: &str, key: &str) -> Result<(), StoreError> {
+pub(super) async fn insert_key(client: &mut Object, account: &str, key: &str, by: &Actor) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    ensure(&tx, account).await?;
+    ensure(&tx, account, by).await?;
     let prefix = crate::domain::tasks::key_prefix(key);
-    tx.execute(
-        "INSERT INTO api_keys (hash, account, prefix, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
-        &[&hash_key(key).as_slice(), &account, &prefix, &now()],
-    )
-    .await
-    .map_err(db_error)?;
+    let inserted = tx
+        .execute(
+            "INSERT INTO api_keys (hash, account, prefix, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
+            &[&hash_key(key).as_slice(), &account, &prefix, &now()],
+        )
+        .await
+        .map_err(db_error)?;
+    if inserted > 0 {
+        let change = Change::new(by, Action::KeyIssue, Some(account)).target(&prefix);
+        audit::append(&tx, change.values(Value::Null, json!({"prefix": prefix}))).await?;
+    }
     announce(&tx, "keys").await?;
     tx.commit().await.map_err(db_error)
 }
@@ -165,18 +204,28 @@ pub(super) async fn keys_of(client: &Object, account: &str) -> Result<Vec<KeyRec
     Ok(rows.iter().map(key_of).collect())
 }
 
-pub(super) async fn revoke_keys(client: &mut Object, account: &str, prefix: &str) -> Result<usize, StoreError> {
+pub(super) async fn revoke_keys(
+    client: &mut Object,
+    account: &str,
+    prefix: &str,
+    by: &Actor,
+) -> Result<usize, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    let revoked = tx
-        .execute(
-            "UPDATE api_keys SET revoked = true WHERE account = $1 AND starts_with(prefix, $2) AND NOT revoked",
+    let rows = tx
+        .query(
+            "UPDATE api_keys SET revoked = true WHERE account = $1 AND starts_with(prefix, $2) AND NOT revoked \
+             RETURNING prefix",
             &[&account, &prefix],
         )
         .await
         .map_err(db_error)?;
+    if !rows.is_empty() {
+        let prefixes: Vec<&str> = rows.iter().map(|row| row.get(0)).collect();
+        audit::append(&tx, Change::keys_revoked(by, account, prefix, &prefixes)).await?;
+    }
     announce(&tx, "keys").await?;
     tx.commit().await.map_err(db_error)?;
-    Ok(revoked as usize)
+    Ok(rows.len())
 }
 
 pub(super) async fn model_switches(client: &Object) -> Result<Vec<(String, bool)>, StoreError> {
@@ -195,15 +244,26 @@ pub(super) async fn shared_secret(client: &Object, name: &str, made: &[u8]) -> R
     Ok(row.get(0))
 }
 
-pub(super) async fn set_model_switch(client: &Object, model: &str, enabled: bool) -> Result<(), StoreError> {
-    // One statement, so the notice goes with its commit.
-    client
-        .execute(
-            "WITH switched AS (INSERT INTO model_switches (model, enabled) VALUES ($1, $2) \
-             ON CONFLICT (model) DO UPDATE SET enabled = EXCLUDED.enabled) SELECT pg_notify($3, 'switches')",
-            &[&model, &enabled, &CHANNEL],
-        )
+pub(super) async fn set_model_switch(
+    client: &mut Object,
+    model: &str,
+    enabled: bool,
+    by: &Actor,
+) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let before: Option<bool> = tx
+        .query_opt("SELECT enabled FROM model_switches WHERE model = $1 FOR UPDATE", &[&model])
         .await
-        .map_err(db_error)?;
-    Ok(())
+        .map_err(db_error)?
+        .map(|row| row.get(0));
+    tx.execute(
+        "INSERT INTO model_switches (model, enabled) VALUES ($1, $2) \
+         ON CONFLICT (model) DO UPDATE SET enabled = EXCLUDED.enabled",
+        &[&model, &enabled],
+    )
+    .await
+    .map_err(db_error)?;
+    audit::append(&tx, Change::switched(by, model, before, enabled)).await?;
+    announce(&tx, "switches").await?;
+    tx.commit().await.map_err(db_error)
 }

@@ -121,5 +121,26 @@ pub(super) async fn import(client: &mut Object, export: &Export) -> Result<(), S
         .await
         .map_err(db_error)?;
     }
+    for operator in &export.operators {
+        tx.execute(
+            "INSERT INTO operators (name, token_hash, record) VALUES ($1, $2, $3)",
+            &[&operator.name, &operator.token_hash, &encode(operator)?],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    // The trail keeps its numbers; the sequence goes on after the last.
+    for entry in &export.audit {
+        let seq = i64::try_from(entry.seq).map_err(|_| StoreError::new("an audit entry's number is out of range"))?;
+        tx.execute(
+            "INSERT INTO audit_log (seq, at_ms, operator, action, account, entry) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&seq, &entry.at_ms, &entry.operator, &entry.action.as_str(), &entry.account, &encode(entry)?],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.execute("SELECT setval('audit_log_seq_seq', coalesce((SELECT max(seq) FROM audit_log), 0) + 1, false)", &[])
+        .await
+        .map_err(db_error)?;
     tx.commit().await.map_err(db_error)
 }

@@ -14,6 +14,7 @@
 //! switches) are announced with `NOTIFY` (`changes`).
 
 mod accounts;
+mod audit;
 mod batch;
 mod changes;
 mod import;
@@ -27,6 +28,7 @@ mod tasks;
 mod webhooks;
 
 use super::keys::KeyCache;
+use crate::domain::audit::{Action, Actor, AuditEntry, AuditFilter, Change, OperatorRecord};
 use crate::domain::billing::audit::LedgerReport;
 use crate::domain::billing::books::{Entry, Funds, Posting, Shortfall};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
@@ -39,8 +41,8 @@ use crate::domain::tasks::{
 };
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
-    Accounts, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger, Lifecycle, Purged,
-    Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    Accounts, AuditTrail, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
+    Lifecycle, Purged, Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -236,9 +238,9 @@ fn db_error(e: tokio_postgres::Error) -> StoreError {
 
 #[async_trait::async_trait]
 impl Accounts for Store {
-    async fn ensure_account(&self, name: &str) -> Result<Account, StoreError> {
-        let name = name.to_string();
-        self.with(move |client| async move { accounts::ensure(&client, &name).await }).await
+    async fn ensure_account(&self, name: &str, by: &Actor) -> Result<Account, StoreError> {
+        let (name, by) = (name.to_string(), by.clone());
+        self.with(move |mut client| async move { accounts::open(&mut client, &name, &by).await }).await
     }
 
     async fn account(&self, name: &str) -> Result<Option<Account>, StoreError> {
@@ -251,20 +253,24 @@ impl Accounts for Store {
         self.with(move |client| async move { accounts::list(&client, &query).await }).await
     }
 
-    async fn set_queue_weight(&self, account: &str, weight: u32) -> Result<Account, StoreError> {
-        let account = account.to_string();
-        self.with(move |client| async move { accounts::set_queue_weight(&client, &account, weight).await }).await
-    }
-
-    async fn set_plan(&self, account: &str, plan: &str, allowance: i64) -> Result<Account, StoreError> {
-        let (account, plan) = (account.to_string(), plan.to_string());
-        self.with(move |mut client| async move { accounts::set_plan(&mut client, &account, &plan, allowance).await })
+    async fn set_queue_weight(&self, account: &str, weight: u32, by: &Actor) -> Result<Account, StoreError> {
+        let (account, by) = (account.to_string(), by.clone());
+        self.with(move |mut client| async move { accounts::set_queue_weight(&mut client, &account, weight, &by).await })
             .await
     }
 
-    async fn insert_key(&self, account: &str, key: &str) -> Result<(), StoreError> {
-        let (account, key) = (account.to_string(), key.to_string());
-        self.with(move |mut client| async move { accounts::insert_key(&mut client, &account, &key).await }).await?;
+    async fn set_plan(&self, account: &str, plan: &str, allowance: i64, by: &Actor) -> Result<Account, StoreError> {
+        let (account, plan, by) = (account.to_string(), plan.to_string(), by.clone());
+        self.with(
+            move |mut client| async move { accounts::set_plan(&mut client, &account, &plan, allowance, &by).await },
+        )
+        .await
+    }
+
+    async fn insert_key(&self, account: &str, key: &str, by: &Actor) -> Result<(), StoreError> {
+        let (account, key, by) = (account.to_string(), key.to_string(), by.clone());
+        self.with(move |mut client| async move { accounts::insert_key(&mut client, &account, &key, &by).await })
+            .await?;
         self.keys.invalidate();
         Ok(())
     }
@@ -307,10 +313,10 @@ impl Accounts for Store {
         self.with(move |client| async move { accounts::keys_of(&client, &account).await }).await
     }
 
-    async fn revoke_keys(&self, account: &str, prefix: &str) -> Result<usize, StoreError> {
-        let (account, prefix) = (account.to_string(), prefix.to_string());
+    async fn revoke_keys(&self, account: &str, prefix: &str, by: &Actor) -> Result<usize, StoreError> {
+        let (account, prefix, by) = (account.to_string(), prefix.to_string(), by.clone());
         let revoked = self
-            .with(move |mut client| async move { accounts::revoke_keys(&mut client, &account, &prefix).await })
+            .with(move |mut client| async move { accounts::revoke_keys(&mut client, &account, &prefix, &by).await })
             .await?;
         self.keys.invalidate();
         Ok(revoked)
@@ -319,10 +325,19 @@ impl Accounts for Store {
 
 #[async_trait::async_trait]
 impl Ledger for Store {
-    async fn post(&self, postings: Vec<Posting>) -> Result<(), StoreError> {
+    async fn post(&self, postings: Vec<Posting>, by: &Actor) -> Result<(), StoreError> {
+        let by = by.clone();
         self.with(move |mut client| async move {
             let tx = client.transaction().await.map_err(db_error)?;
-            ledger::append(&tx, &postings).await?;
+            for posting in postings {
+                // Locked, so the pot's figure before is the one the entry moves.
+                let before = ledger::funds(&tx, &posting.account, true).await?.unwrap_or_default().get(posting.pot);
+                let change = Change::posting(&by, &posting, before);
+                ledger::append(&tx, std::slice::from_ref(&posting)).await?;
+                if let Some(change) = change {
+                    audit::append(&tx, change).await?;
+                }
+            }
             tx.commit().await.map_err(db_error)
         })
         .await
@@ -457,9 +472,15 @@ impl Deliveries for Store {
         &self,
         account: &str,
         change: SettingsChange,
+        audited: Option<(&Actor, Action)>,
     ) -> Result<WebhookSettings, StoreError> {
         let account = account.to_string();
-        self.with(move |mut client| async move { webhooks::change_settings(&mut client, &account, change).await }).await
+        let audited = audited.map(|(actor, action)| (actor.clone(), action));
+        self.with(move |mut client| async move {
+            let audited = audited.as_ref().map(|(actor, action)| (actor, *action));
+            webhooks::change_settings(&mut client, &account, change, audited).await
+        })
+        .await
     }
 
     async fn due_deliveries(&self, now_ms: i64, limit: usize) -> Result<Vec<Delivery>, StoreError> {
@@ -470,9 +491,9 @@ impl Deliveries for Store {
         self.with(move |mut client| async move { webhooks::save(&mut client, attempted).await }).await
     }
 
-    async fn replay_delivery(&self, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
-        let id = id.to_string();
-        self.with(move |mut client| async move { webhooks::replay(&mut client, &id, now_ms).await }).await
+    async fn replay_delivery(&self, id: &str, now_ms: i64, by: &Actor) -> Result<Option<Delivery>, StoreError> {
+        let (id, by) = (id.to_string(), by.clone());
+        self.with(move |mut client| async move { webhooks::replay(&mut client, &id, now_ms, &by).await }).await
     }
 
     async fn delivery(&self, id: &str) -> Result<Option<Delivery>, StoreError> {
@@ -516,9 +537,37 @@ impl Switches for Store {
         self.with(|client| async move { accounts::model_switches(&client).await }).await
     }
 
-    async fn set_model_switch(&self, model: &str, enabled: bool) -> Result<(), StoreError> {
-        let model = model.to_string();
-        self.with(move |client| async move { accounts::set_model_switch(&client, &model, enabled).await }).await
+    async fn set_model_switch(&self, model: &str, enabled: bool, by: &Actor) -> Result<(), StoreError> {
+        let (model, by) = (model.to_string(), by.clone());
+        self.with(move |mut client| async move { accounts::set_model_switch(&mut client, &model, enabled, &by).await })
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditTrail for Store {
+    async fn add_operator(&self, record: OperatorRecord, by: &Actor) -> Result<(), StoreError> {
+        let by = by.clone();
+        self.with(move |mut client| async move { audit::add_operator(&mut client, record, &by).await }).await
+    }
+
+    async fn revoke_operator(&self, name: &str, now_ms: i64, by: &Actor) -> Result<Option<OperatorRecord>, StoreError> {
+        let (name, by) = (name.to_string(), by.clone());
+        self.with(move |mut client| async move { audit::revoke_operator(&mut client, &name, now_ms, &by).await }).await
+    }
+
+    async fn operators(&self) -> Result<Vec<OperatorRecord>, StoreError> {
+        self.with(|client| async move { audit::operators(&client).await }).await
+    }
+
+    async fn operator_by_token(&self, token_hash: &str) -> Result<Option<OperatorRecord>, StoreError> {
+        let token_hash = token_hash.to_string();
+        self.with(move |client| async move { audit::operator_by_token(&client, &token_hash).await }).await
+    }
+
+    async fn audit_entries(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>, StoreError> {
+        let filter = filter.clone();
+        self.with(move |client| async move { audit::entries(&client, &filter).await }).await
     }
 }
 

@@ -1,8 +1,9 @@
 //! Webhook settings and deliveries on PostgreSQL. A due delivery is leased to the replica that attempts
 //! it, so one attempt is under way at a time whichever replicas run.
 
-use super::db_error;
+use super::{audit, db_error};
 use crate::adapters::store::{decode, encode};
+use crate::domain::audit::{Action, Actor, Change, webhook_view};
 use crate::domain::deliveries::{Delivery, DeliveryFilter, WebhookSettings};
 use crate::domain::tasks::TaskRecord;
 use crate::ports::storage::{SettingsChange, StoreError};
@@ -64,6 +65,7 @@ pub(super) async fn change_settings(
     client: &mut Object,
     account: &str,
     change: SettingsChange,
+    audited: Option<(&Actor, Action)>,
 ) -> Result<WebhookSettings, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let empty = encode(&WebhookSettings::default())?;
@@ -78,10 +80,15 @@ pub(super) async fn change_settings(
         .await
         .map_err(db_error)?;
     let mut settings: WebhookSettings = decode(row.get(0))?;
+    let before = webhook_view(&settings);
     change(&mut settings);
     tx.execute("UPDATE webhook_settings SET record = $2 WHERE account = $1", &[&account, &encode(&settings)?])
         .await
         .map_err(db_error)?;
+    if let Some((actor, action)) = audited {
+        let change = Change::new(actor, action, Some(account)).values(before, webhook_view(&settings));
+        audit::append(&tx, change).await?;
+    }
     tx.commit().await.map_err(db_error)?;
     Ok(settings)
 }
@@ -104,16 +111,21 @@ pub(super) async fn due(client: &Object, now_ms: i64, limit: usize) -> Result<Ve
 /// Writes what an attempt made of a delivery over the stored one, and ends this replica's lease.
 pub(super) async fn save(client: &mut Object, attempted: Delivery) -> Result<(), StoreError> {
     let id = attempted.id.clone();
-    change(client, &id, true, move |stored| attempted.after_attempt(&stored)).await.map(drop)
+    change(client, &id, true, move |stored| attempted.after_attempt(&stored), None).await.map(drop)
 }
 
 /// Makes a delivery due now; a lease on it stays, so an attempt under way is not doubled by another replica.
-pub(super) async fn replay(client: &mut Object, id: &str, now_ms: i64) -> Result<Option<Delivery>, StoreError> {
+pub(super) async fn replay(
+    client: &mut Object,
+    id: &str,
+    now_ms: i64,
+    by: &Actor,
+) -> Result<Option<Delivery>, StoreError> {
     let replayed = move |mut delivery: Delivery| {
         delivery.replay(now_ms);
         delivery
     };
-    change(client, id, false, replayed).await
+    change(client, id, false, replayed, Some(by)).await
 }
 
 /// Writes what `change` makes of the delivery `id`, locked meanwhile (ending its lease if `end_lease`);
@@ -123,11 +135,16 @@ async fn change(
     id: &str,
     end_lease: bool,
     change: impl FnOnce(Delivery) -> Delivery,
+    replayed_by: Option<&Actor>,
 ) -> Result<Option<Delivery>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let locked = tx.query_opt("SELECT record FROM deliveries WHERE id = $1 FOR UPDATE", &[&id]).await;
     let Some(row) = locked.map_err(db_error)? else { return Ok(None) };
-    let delivery = change(decode(row.get(0))?);
+    let before: Delivery = decode(row.get(0))?;
+    let delivery = change(before.clone());
+    if let Some(actor) = replayed_by {
+        audit::append(&tx, Change::replayed(actor, &before, &delivery)).await?;
+    }
     tx.execute(
         "UPDATE deliveries SET state = $2, next_attempt_ms = $3, record = $4, \
          lease_until_ms = CASE WHEN $5 THEN 0 ELSE lease_until_ms END WHERE id = $1",

@@ -1,0 +1,228 @@
+//! The audit page: the trail of operator changes, filtered, newest page first, exported as JSON lines;
+//! and the named operators, which root creates (the token shown once) and revokes here.
+
+use super::operator::{signed_in, signed_in_form};
+use super::{CsrfForm, Page, html};
+use crate::domain::audit::{Action, AuditEntry, ROOT, Via};
+use crate::edges::web::trail::TrailQuery;
+use crate::services::operators;
+use crate::services::runtime::Gateway;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use askama::Template;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Entries the page lists.
+const LISTED: usize = 200;
+
+/// Fields of the trail's values that are micro-units, shown in units.
+const MONEY: [&str; 3] = ["available", "amount", "allowance"];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/audit", web::get().to(page))
+        .route("/audit.jsonl", web::get().to(export))
+        .route("/operators", web::post().to(create))
+        .route("/operators/{name}/revoke", web::post().to(revoke));
+}
+
+#[derive(Deserialize, Default, Clone)]
+struct Filter {
+    #[serde(default)]
+    operator: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    account: String,
+    #[serde(default)]
+    via: String,
+}
+
+impl Filter {
+    fn query(&self) -> TrailQuery {
+        let given = |v: &str| Some(v.trim().to_string()).filter(|v| !v.is_empty());
+        TrailQuery {
+            operator: given(&self.operator),
+            action: given(&self.action),
+            account: given(&self.account),
+            via: given(&self.via),
+            ..TrailQuery::default()
+        }
+    }
+
+    /// The filter as a query string, for the export link.
+    fn encoded(&self) -> String {
+        let pairs =
+            [("operator", &self.operator), ("action", &self.action), ("account", &self.account), ("via", &self.via)];
+        let given: Vec<(&str, &str)> =
+            pairs.iter().filter(|(_, v)| !v.trim().is_empty()).map(|(k, v)| (*k, v.trim())).collect();
+        serde_urlencoded::to_string(given).unwrap_or_default()
+    }
+}
+
+#[derive(Template)]
+#[template(path = "audit.html")]
+struct AuditPage {
+    csrf: String,
+    nav: Vec<(&'static str, &'static str)>,
+    notice: Option<String>,
+    /// A new operator's token, shown once.
+    token: Option<(String, String)>,
+    filter: Filter,
+    actions: Vec<&'static str>,
+    vias: Vec<&'static str>,
+    entries: Vec<AuditEntry>,
+    more: bool,
+    root: bool,
+    operators: Vec<Value>,
+}
+
+impl AuditPage {
+    fn time(&self, ms: &i64) -> String {
+        crate::domain::clock::local_time(*ms)
+    }
+
+    /// What an entry changed, a line per field (`field: before → after`; one that stayed empty is left
+    /// out), money in units and times as times.
+    fn changes(&self, entry: &AuditEntry) -> Vec<String> {
+        let shown = |field: &str, value: Option<&Value>| match value {
+            None | Some(Value::Null) => "—".to_string(),
+            Some(Value::Number(n)) if MONEY.contains(&field) => {
+                n.as_i64().map(super::charts::money).unwrap_or_default()
+            }
+            Some(Value::Number(n)) if field.ends_with("_ms") => {
+                n.as_i64().map(crate::domain::clock::local_time).unwrap_or_default()
+            }
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(items)) => {
+                let items: Vec<&str> =
+                    items.iter().map(|i| i.get("fingerprint").unwrap_or(i).as_str().unwrap_or_default()).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Some(other) => other.to_string(),
+        };
+        let fields =
+            |value: &Value| value.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        let mut names = fields(&entry.before);
+        names.extend(fields(&entry.after).into_iter().filter(|f| entry.before.get(f).is_none()));
+        names
+            .iter()
+            .filter_map(|f| {
+                let (before, after) = (entry.before.get(f), entry.after.get(f));
+                let empty = |v: Option<&Value>| v.is_none_or(Value::is_null);
+                match (empty(before), empty(after)) {
+                    (true, true) => None,
+                    _ if before == after => Some(format!("{f}: {}", shown(f, after))),
+                    _ => Some(format!("{f}: {} → {}", shown(f, before), shown(f, after))),
+                }
+            })
+            .collect()
+    }
+
+    fn field(&self, operator: &Value, name: &str) -> String {
+        match &operator[name] {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            Value::Number(ms) if name.ends_with("_ms") => {
+                ms.as_i64().map(crate::domain::clock::local_time).unwrap_or_default()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+    let session = signed_in(&state, &req).await?;
+    let root = session.operator.as_deref() == Some(ROOT);
+    listing(&state, session.csrf, root, filter.into_inner(), None, None).await
+}
+
+async fn listing(
+    state: &Gateway,
+    csrf: String,
+    root: bool,
+    filter: Filter,
+    notice: Option<String>,
+    token: Option<(String, String)>,
+) -> Page {
+    // The newest page: the entries after the last `LISTED` of those kept, read as the API reads them.
+    let mut query = filter.query().filter()?;
+    query.limit = operators::AUDIT_PAGE;
+    let mut entries = Vec::new();
+    loop {
+        let (page, more) = operators::trail(state, query.clone()).await?;
+        query.after = page.last().map(|e| e.seq);
+        entries.extend(page);
+        let dropped = entries.len().saturating_sub(LISTED);
+        entries.drain(..dropped);
+        if !more {
+            break;
+        }
+    }
+    let more = entries.first().is_some_and(|e| e.seq > 1) && entries.len() == LISTED;
+    entries.reverse();
+    let page = AuditPage {
+        csrf,
+        nav: super::OPERATOR_NAV.to_vec(),
+        notice,
+        token,
+        filter,
+        actions: Action::ALL.iter().map(|a| a.as_str()).collect(),
+        vias: Via::ALL.iter().map(|v| v.as_str()).collect(),
+        entries,
+        more,
+        root,
+        operators: operators::list(state).await?,
+    };
+    Ok(html(StatusCode::OK, &page))
+}
+
+/// Every entry the filter keeps, oldest first, one JSON object a line (as `GET /admin/v1/audit?format=jsonl`).
+async fn export(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
+    signed_in(&state, &req).await?;
+    let mut query = filter.query().filter()?;
+    query.limit = operators::AUDIT_PAGE;
+    let mut body = String::new();
+    loop {
+        let (page, more) = operators::trail(&state, query.clone()).await?;
+        for entry in &page {
+            body.push_str(&serde_json::to_string(entry).unwrap_or_default());
+            body.push('\n');
+        }
+        query.after = page.last().map(|e| e.seq);
+        if !more {
+            break;
+        }
+    }
+    Ok(HttpResponse::Ok()
+        .content_type("application/x-ndjson")
+        .insert_header(("Content-Disposition", "attachment; filename=\"audit.jsonl\""))
+        .body(body))
+}
+
+#[derive(Deserialize)]
+struct NewOperator {
+    csrf: String,
+    name: String,
+}
+
+async fn create(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<NewOperator>) -> Page {
+    let session = signed_in_form(&state, &req, &form.csrf).await?;
+    let (operator, token) = operators::create(&state, &form.name, &session.actor()).await?;
+    let root = session.operator.as_deref() == Some(ROOT);
+    let notice = Some(format!("Operator {} is created.", operator.name));
+    listing(&state, session.csrf, root, Filter::default(), notice, Some((operator.name, token))).await
+}
+
+async fn revoke(
+    state: web::Data<Gateway>,
+    req: HttpRequest,
+    name: web::Path<String>,
+    form: web::Form<CsrfForm>,
+) -> Page {
+    let session = signed_in_form(&state, &req, &form.csrf).await?;
+    let operator = operators::revoke(&state, &name, &session.actor()).await?;
+    let root = session.operator.as_deref() == Some(ROOT);
+    let notice = Some(format!("Operator {}'s token is revoked.", operator.name));
+    listing(&state, session.csrf, root, Filter::default(), notice, None).await
+}
