@@ -144,6 +144,58 @@ fn concurrent_submissions_never_overdraw() {
     assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
 }
 
+/// Submissions that arrive together share one commit on PostgreSQL (group commit, `adds.rs`), and each
+/// still gets its own outcome: on two accounts at once, those their funds cover are accepted and the rest
+/// refused, and retries under one `Idempotency-Key` answer the one task.
+#[test]
+fn submissions_that_share_a_commit_each_get_their_own_outcome() {
+    let demo = Demo::start();
+    let model = "alphax-sketch-to-image-lite_sketch";
+    let per_image = rule(&demo, model)["price"].as_i64().unwrap();
+    let keys = [demo.account("group-a", 5 * per_image, 0, 0), demo.account("group-b", 7 * per_image, 0, 0)];
+    let body = json!({"model": model, "image": "https://m.example/s.png", "prompt": "a house", "n": 1});
+    let answers: Vec<(usize, Option<String>, u16, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..48)
+            .map(|i| {
+                let (keys, body, demo) = (&keys, &body, &demo);
+                s.spawn(move || {
+                    let account = i % 2;
+                    // On account b, each of four idempotency keys is sent six times.
+                    let idempotency = (account == 1).then(|| format!("group-{}", i / 12));
+                    let auth = format!("Bearer {}", keys[account]);
+                    let mut headers = vec![("Authorization", auth.as_str())];
+                    if let Some(idempotency) = &idempotency {
+                        headers.push(("Idempotency-Key", idempotency));
+                    }
+                    let reply = demo.request("POST", "/v1/images/edits", Some(body), &headers);
+                    (account, idempotency, reply.status, reply.json)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let accepted_a = answers.iter().filter(|(a, _, status, _)| *a == 0 && *status == 202).count();
+    assert_eq!(accepted_a, 5, "{answers:?}");
+    assert!(answers.iter().all(|(a, _, status, _)| *a == 1 || *status == 202 || *status == 402), "{answers:?}");
+    // Account b: one task per key (4 keys, 24 requests), each answer naming it, or saying it is under way.
+    let mut tasks = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for (_, idempotency, status, json) in answers.iter().filter(|(a, ..)| *a == 1) {
+        if *status == 409 {
+            assert_eq!(json["error"]["code"], "request_in_progress", "{json}");
+            continue;
+        }
+        assert_eq!(*status, 202, "{json}");
+        tasks.entry(idempotency.clone().unwrap()).or_default().insert(json["task_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(tasks.len(), 4, "{tasks:?}");
+    assert!(tasks.values().all(|ids| ids.len() == 1), "one task per key: {tasks:?}");
+    for (account, key, jobs) in [("group-a", &keys[0], 5), ("group-b", &keys[1], 4)] {
+        let listed = demo.get_as(key, "/v1/tasks?limit=100").json;
+        assert_eq!(listed["data"].as_array().unwrap().len(), jobs, "{account}: {listed}");
+    }
+    assert_eq!(demo.admin("/ledger/verify", None).json["problems"], json!([]));
+}
+
 /// A synchronous request without an `Idempotency-Key` is stored once, when it ends; meanwhile its price is
 /// earmarked in memory, and the requests in flight together never earmark more than the account has.
 #[test]

@@ -1,7 +1,8 @@
 //! The PostgreSQL scenario: one replica on a local PostgreSQL (a throwaway cluster started here, default
 //! settings, durable commits), its async submissions and sync requests per second, and side by side in the
 //! same run pgbench running the statements each of those requests commits, as a custom script on the same
-//! database: the database's own ceiling for this work. Goal: the gateway at half of it or more.
+//! database: the database's ceiling for this work done one request per transaction. The gateway shares
+//! transactions between concurrent requests (group commit), so the goal is three times that ceiling.
 
 use crate::harness::{
     ADMIN_ENV, ROUNDS, UNCAPPED, UPSTREAM_KEY_ENV, free_port, gateway_config, http, median, met, start,
@@ -12,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Clients at once, for the gateway and for pgbench alike: each side's best of these.
-const CONNECTIONS: [usize; 2] = [16, 64];
+const CONNECTIONS: [usize; 3] = [16, 64, 256];
 const SECONDS: u64 = 4;
 
 /// A cluster in a temp dir, run as `postgres` when the bench runs as root; killed when dropped.
@@ -70,7 +71,7 @@ impl Cluster {
         let port = free_port();
         let mut server = Command::new("taskset");
         server.args(["-c", "0"]).arg(bin.join("postgres")).arg("-D").arg(&data);
-        server.args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]);
+        server.args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400"]);
         server.arg("-c").arg(format!("unix_socket_directories={}", dir.display()));
         let server = as_postgres(server)
             .stdout(Stdio::null())
@@ -166,7 +167,9 @@ pub fn run() -> String {
     );
     let dir = cluster.dir.join("gateway");
     let config_path = cluster.dir.join("gateway.yaml");
-    let extra = format!("store: {{url: '{}'}}\n", cluster.url());
+    // Without result copies, as the other lanes run (`bench/ab.sh`): a copy is background work, and the
+    // pgbench script it is compared with has none.
+    let extra = format!("store: {{url: '{}'}}\nresults: {{mirror: false}}\n", cluster.url());
     std::fs::write(&config_path, gateway_config(&gw_addr, &dir, &format!("http://{sim_addr}"), &extra))
         .unwrap_or_default();
     let env = [(UPSTREAM_KEY_ENV, "bench-cn-beijing"), (ADMIN_ENV, "bench-admin")];
@@ -201,41 +204,47 @@ pub fn run() -> String {
         std::fs::write(path, script(*ended)).unwrap_or_default();
     }
     let (mut submits, mut syncs, mut bench_submits, mut bench_syncs) = (vec![], vec![], vec![], vec![]);
+    let (mut submit_p99s, mut sync_p99s) = (vec![], vec![]);
     let mut errors = 0;
     for round in 0..ROUNDS {
         eprintln!("postgres round {}/{ROUNDS}", round + 1);
-        for ((request, script), (gateway, pgbench)) in [(&submit, &scripts[0].1), (&sync, &scripts[1].1)]
+        for ((request, script), (gateway, p99s, pgbench)) in [(&submit, &scripts[0].1), (&sync, &scripts[1].1)]
             .into_iter()
-            .zip([(&mut submits, &mut bench_submits), (&mut syncs, &mut bench_syncs)])
+            .zip([(&mut submits, &mut submit_p99s, &mut bench_submits), (&mut syncs, &mut sync_p99s, &mut bench_syncs)])
         {
-            let (mut best, mut best_pgbench) = (0.0f64, 0.0f64);
+            let (mut best, mut best_p99, mut best_pgbench) = (0.0f64, 0.0f64, 0.0f64);
             for clients in CONNECTIONS {
                 let outcome = saturate(request, clients, Duration::from_secs(SECONDS));
                 errors += outcome.errors;
-                best = best.max(outcome.rate());
+                if outcome.rate() > best {
+                    (best, best_p99) = (outcome.rate(), outcome.p99);
+                }
                 best_pgbench = best_pgbench.max(cluster.pgbench(script, clients));
             }
             gateway.push(best);
+            p99s.push(best_p99);
             pgbench.push(best_pgbench);
         }
     }
     drop(gateway);
     let (submit, sync) = (median(submits), median(syncs));
+    let (submit_p99, sync_p99) = (median(submit_p99s) / 1000.0, median(sync_p99s) / 1000.0);
     let (bench_submit, bench_sync) = (median(bench_submits), median(bench_syncs));
     let ratio = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
     format!(
         "## PostgreSQL: one replica, a local PostgreSQL\n\n\
-         Gateway and PostgreSQL on core 0, load (and pgbench) on core 1; each side's best of {CONNECTIONS:?} clients; \
-         pgbench runs the statements each request commits (`bench/src/postgres.rs`, `script`; prepared) on the same \
-         database, side by side. Every request is one account's: its funds row serialises them (a decision to \
-         spend holds the row's lock until its commit is durable).\n\n\
-         | | mediagate/s | pgbench scripts/s | mediagate / pgbench | target |\n|---|---|---|---|---|\n\
-         | async submissions (2 commits each) | {submit:.0} | {bench_submit:.0} | {:.0}% | >= 50%: {} |\n\
-         | sync requests (2 commits each) | {sync:.0} | {bench_sync:.0} | {:.0}% | >= 50%: {} |\n\n\
+         Gateway and PostgreSQL on core 0, load (and pgbench) on core 1; each side's best of {CONNECTIONS:?} clients \
+         (the gateway's p99 at its best); pgbench runs the statements of one request, one transaction per write as \
+         a gateway without group commit would (`bench/src/postgres.rs`, `script`; prepared), on the same database, \
+         side by side: the ceiling of one request per transaction. Every request is one account's: its funds row \
+         serialises them (a decision to spend holds the row's lock until its commit is durable).\n\n\
+         | | mediagate/s | p99, ms | pgbench scripts/s | mediagate / pgbench | target |\n|---|---|---|---|---|---|\n\
+         | async submissions (2 writes each) | {submit:.0} | {submit_p99:.1} | {bench_submit:.0} | {:.0}% | >= 300%: {} |\n\
+         | sync requests (2 writes each) | {sync:.0} | {sync_p99:.1} | {bench_sync:.0} | {:.0}% | >= 300%: {} |\n\n\
          Errors during the runs: {errors}.\n\n",
         ratio(submit, bench_submit),
-        met(ratio(submit, bench_submit) >= 50.0),
+        met(ratio(submit, bench_submit) >= 300.0),
         ratio(sync, bench_sync),
-        met(ratio(sync, bench_sync) >= 50.0),
+        met(ratio(sync, bench_sync) >= 300.0),
     )
 }

@@ -8,6 +8,7 @@
 //! accounts then pots and the statements that lock many tasks (claims, a replica leaving) lock them by id
 //! or skip the locked ones, so no two transactions wait for each other in a cycle.
 
+use super::replicas::Replica;
 use super::{db_error, ledger};
 use crate::adapters::store::{decode, encode};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
@@ -22,7 +23,14 @@ const BATCH_AT_MOST: usize = 512;
 
 /// What a change resolves to: the task as written, `None` if it had moved on (or is not this replica's to
 /// write), or why it could not be written.
-type Outcome = Result<Option<TaskRecord>, StoreError>;
+type Outcome = Result<Option<Written>, StoreError>;
+
+/// A task as a change wrote it.
+pub(super) struct Written {
+    pub task: TaskRecord,
+    /// For a forward: whether this replica polls the task (else it was handed to the one that does).
+    pub polled_here: bool,
+}
 
 /// The task a change is for, and what it must find.
 pub(super) struct Target {
@@ -31,6 +39,9 @@ pub(super) struct Target {
     pub expected: Vec<TaskStatus>,
     /// The replica whose lease the task must be under, for a poller's change.
     pub fence: Option<Arc<str>>,
+    /// For a forward (the upstream's acceptance of a queued task, which may not end it): this replica, which
+    /// leases the task to the replica whose turn its creation time falls in.
+    pub forward: Option<Replica>,
 }
 
 /// A change queued for the writer, and where its outcome goes.
@@ -134,6 +145,10 @@ async fn write(
         }
         let mut task = current.clone();
         apply(&mut task);
+        if change.forward.is_some() && task.status.is_terminal() {
+            proposed.push(None);
+            continue;
+        }
         latest.insert(change.task_id.as_str(), (index, task.clone()));
         proposed.push(Some(task));
     }
@@ -145,6 +160,7 @@ async fn write(
     // In order: a change is kept if the pots take its settlement and the change it was applied after was kept.
     let (mut outcomes, mut postings, mut ended) =
         (Vec::<Outcome>::with_capacity(changes.len()), Vec::new(), BTreeMap::new());
+    let mut handed = Vec::new();
     for ((change, proposed), after) in changes.iter().zip(proposed).zip(after) {
         // What it was compared with (and applied to) was never written: its outcome is not known.
         if after.is_some_and(|before| outcomes.get(before).is_some_and(Result::is_err)) {
@@ -168,12 +184,24 @@ async fn write(
         if task.status.is_terminal() {
             *ended.entry(task.account.clone()).or_insert(0i32) += 1;
         }
-        outcomes.push(Ok(Some(task.clone())));
+        let polled_here = match &change.forward {
+            Some(replica) => {
+                let poller = replica.poller_for(task.created_ms);
+                let here = poller == replica.id;
+                if !here {
+                    handed.push((task.task_id.clone(), poller));
+                }
+                here
+            }
+            None => true,
+        };
+        outcomes.push(Ok(Some(Written { task: task.clone(), polled_here })));
         (locked.task, locked.changed) = (task, true);
     }
 
     let written: Vec<&TaskRecord> = tasks.values().filter(|l| l.changed).map(|l| &l.task).collect();
     store_tasks(&tx, &written).await?;
+    hand_over(&tx, &handed).await?;
     // Every change that ends a task moves it from a live status: the ends written are these.
     let finished: Vec<&TaskRecord> = written.iter().copied().filter(|t| t.status.is_terminal()).collect();
     super::webhooks::enqueue(&tx, &finished).await?;
@@ -231,6 +259,22 @@ async fn store_tasks(tx: &Transaction<'_>, tasks: &[&TaskRecord]) -> Result<(), 
          FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::bytea[]) \
          AS u(task_id, status, ended_ms, upstream_task_id, next_poll_ms, record) WHERE tasks.task_id = u.task_id",
         &[&ids, &statuses, &ended, &upstream, &next_poll, &records],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Leases forwarded tasks to the replicas whose turn their creation times fall in.
+async fn hand_over(tx: &Transaction<'_>, handed: &[(String, Arc<str>)]) -> Result<(), StoreError> {
+    if handed.is_empty() {
+        return Ok(());
+    }
+    let (ids, owners): (Vec<&str>, Vec<&str>) = handed.iter().map(|(id, owner)| (id.as_str(), &**owner)).unzip();
+    tx.execute(
+        "UPDATE tasks SET lease_owner = u.owner, handed_over = true FROM unnest($1::text[], $2::text[]) \
+         AS u(task_id, owner) WHERE tasks.task_id = u.task_id",
+        &[&ids, &owners],
     )
     .await
     .map_err(db_error)?;

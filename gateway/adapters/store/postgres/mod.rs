@@ -14,6 +14,7 @@
 //! switches) are announced with `NOTIFY` (`changes`).
 
 mod accounts;
+mod adds;
 mod audit;
 mod batch;
 mod changes;
@@ -106,6 +107,8 @@ pub struct Store {
     rates: Arc<rates::Rates>,
     changes: changes::Changes,
     batcher: batch::Batcher,
+    adder: adds::Adder,
+    slotter: slots::Slotter,
     /// The tasks the last claim gave this replica's poller.
     taken: Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -152,8 +155,10 @@ impl Store {
             replica.start_beating(pool.clone());
             let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
             let batcher = batch::Batcher::start(pool.clone());
+            let adder = adds::Adder::start(pool.clone(), replica.id.clone());
+            let slotter = slots::Slotter::start(pool.clone(), replica.id.clone());
             let (rates, taken) = (Arc::default(), Arc::default());
-            Ok(Store { pool, max_in_flight, replica, keys, rates, changes, batcher, taken })
+            Ok(Store { pool, max_in_flight, replica, keys, rates, changes, batcher, adder, slotter, taken })
         })
         .await
     }
@@ -389,11 +394,8 @@ impl Tasks for Store {
         hold: Option<Hold>,
         _: Commit,
     ) -> Result<Inserted, StoreError> {
-        let (replica, cap) = (self.replica.id.clone(), self.max_in_flight);
-        self.with(move |mut client| async move {
-            tasks::add(&mut client, tasks::New { task: new, idempotency, hold, cap }, &replica).await
-        })
-        .await
+        let (adder, cap) = (self.adder.clone(), self.max_in_flight);
+        on_runtime(async move { adder.add(tasks::New { task: new, idempotency, hold, cap }).await }).await
     }
 
     async fn add_ended(&self, _: TaskRecord, _: Earmark) -> Result<TaskRecord, StoreError> {
@@ -417,15 +419,25 @@ impl Tasks for Store {
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError> {
         let fence = matches!(task, TaskRef::Polled(_)).then(|| self.replica.id.clone());
-        let target = batch::Target { task_id: task.task_id().to_string(), expected: expected.to_vec(), fence };
+        let target =
+            batch::Target { task_id: task.task_id().to_string(), expected: expected.to_vec(), fence, forward: None };
         let batcher = self.batcher.clone();
-        on_runtime(async move { batcher.write(target, change).await }).await
+        let written = on_runtime(async move { batcher.write(target, change).await }).await?;
+        Ok(written.map(|written| written.task))
     }
 
     async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
-        let (task_id, replica) = (task.task_id().to_string(), self.replica.clone());
-        self.with(move |mut client| async move { tasks::forwarded(&mut client, &task_id, &replica, change).await })
-            .await
+        // With the other task changes' batch: one commit for many.
+        let forward = Some(self.replica.clone());
+        let target = batch::Target {
+            task_id: task.task_id().to_string(),
+            expected: vec![TaskStatus::Queued],
+            fence: None,
+            forward,
+        };
+        let batcher = self.batcher.clone();
+        let written = on_runtime(async move { batcher.write(target, change).await }).await?;
+        Ok(written.map(|w| Forwarded { task: w.task, polled_here: w.polled_here }))
     }
 
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {
@@ -580,17 +592,19 @@ impl Slots for Store {
         tried: &[usize],
         holder: &str,
     ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
-        let (replica, pool, caps, tried, holder) =
-            (self.replica.id.clone(), pool.to_string(), caps.to_vec(), tried.to_vec(), holder.to_string());
-        self.with(
-            move |mut client| async move { slots::take(&mut client, &replica, &pool, &caps, &tried, &holder).await },
-        )
-        .await
+        let take = slots::Take {
+            pool: pool.to_string(),
+            caps: caps.to_vec(),
+            tried: tried.to_vec(),
+            holder: holder.to_string(),
+        };
+        let slotter = self.slotter.clone();
+        on_runtime(async move { slotter.take(take).await }).await
     }
 
     async fn give_back_slot(&self, holder: &str, key: usize) -> Result<(), StoreError> {
-        let holder = holder.to_string();
-        self.with(move |client| async move { slots::give_back(&client, &holder, key).await }).await
+        let (slotter, holder) = (self.slotter.clone(), holder.to_string());
+        on_runtime(async move { slotter.give_back(&holder, key).await }).await
     }
 
     async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {

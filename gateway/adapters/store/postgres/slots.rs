@@ -1,31 +1,191 @@
 //! The upstream's running slots, shared by the replicas (`upstream_slots`): a row per task the upstream has
 //! or is being sent (every such task is stored first, live), counted while the task is live and the replica
-//! holding it beats. A take is one transaction under an
-//! advisory lock per pool, so two replicas never both take a key's last slot.
+//! holding it beats. Takes hold an advisory lock per pool until their commit, so two replicas never both take
+//! a key's last slot.
+//!
+//! Takes and give-backs are written in groups: those that arrive while a group commits go together in the
+//! next, one transaction for all of them, the pools' locks taken in name order. The lock is held until the
+//! commit, so one transaction per take would make its round trips the rate of all forwards of a model.
+//!
+//! Their commits do not wait for the disk (`synchronous_commit` off, for these transactions only): a slot is a
+//! count, not money or a task's state. What a database crash can lose is a slot's row from its last moments:
+//! a give-back (its task has ended, so the next full take clears the row) or a take (the upstream may then see
+//! one task over its cap once, and refuses it with 429, which failover absorbs).
 
 use super::db_error;
 use super::replicas::LEASE_MS;
 use crate::domain::capacity::Pool;
 use crate::ports::storage::StoreError;
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool as Connections, Transaction};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most takes and give-backs one transaction writes.
+const GROUP_AT_MOST: usize = 512;
 
 fn row_id(holder: &str, key: usize) -> String {
     format!("{holder}/{key}")
 }
 
-pub(super) async fn take(
+/// A take's answer: the key it got, if any, and the slots then used on each key.
+type Taken = Result<(Option<usize>, Vec<u32>), StoreError>;
+
+/// A take asked of the group writer.
+pub(super) struct Take {
+    pub pool: String,
+    pub caps: Vec<u32>,
+    pub tried: Vec<usize>,
+    pub holder: String,
+}
+
+enum Op {
+    Take(Take, oneshot::Sender<Taken>),
+    GiveBack(String, oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Queues takes and give-backs for the group writer; cheap to clone.
+#[derive(Clone)]
+pub(super) struct Slotter {
+    queue: mpsc::UnboundedSender<Op>,
+}
+
+impl Slotter {
+    /// Starts the group writer on the current runtime (the database's); slots are `replica`'s.
+    pub(super) fn start(connections: Connections, replica: Arc<str>) -> Slotter {
+        let (queue, mut queued) = mpsc::unbounded_channel::<Op>();
+        tokio::spawn(async move {
+            while let Some(first) = queued.recv().await {
+                let mut group = vec![first];
+                while group.len() < GROUP_AT_MOST
+                    && let Ok(next) = queued.try_recv()
+                {
+                    group.push(next);
+                }
+                let (mut takes, mut gives) = (Vec::new(), Vec::new());
+                for op in group {
+                    match op {
+                        Op::Take(take, reply) => takes.push((take, reply)),
+                        Op::GiveBack(row, reply) => gives.push((row, reply)),
+                    }
+                }
+                let (asked, take_replies): (Vec<Take>, Vec<_>) = takes.into_iter().unzip();
+                let (rows, give_replies): (Vec<String>, Vec<_>) = gives.into_iter().unzip();
+                // On a task of its own, so that a panic fails this group and not the writer.
+                let (connections, replica) = (connections.clone(), replica.clone());
+                let written = tokio::spawn(async move {
+                    let mut client =
+                        connections.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
+                    write(&mut client, &replica, &asked, &rows).await
+                });
+                let written =
+                    written.await.unwrap_or_else(|e| Err(StoreError::new(format!("a slot write failed: {e}"))));
+                match written {
+                    Ok(taken) => {
+                        take_replies.into_iter().zip(taken).for_each(|(reply, taken)| {
+                            let _ = reply.send(Ok(taken));
+                        });
+                        give_replies.into_iter().for_each(|reply| {
+                            let _ = reply.send(Ok(()));
+                        });
+                    }
+                    Err(e) => {
+                        take_replies.into_iter().for_each(|reply| {
+                            let _ = reply.send(Err(e.clone()));
+                        });
+                        give_replies.into_iter().for_each(|reply| {
+                            let _ = reply.send(Err(e.clone()));
+                        });
+                    }
+                }
+            }
+        });
+        Slotter { queue }
+    }
+
+    /// Takes a slot of `take.pool` with the next group.
+    pub(super) async fn take(&self, take: Take) -> Taken {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Op::Take(take, reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Gives `holder`'s slot on `key` back with the next group.
+    pub(super) async fn give_back(&self, holder: &str, key: usize) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Op::GiveBack(row_id(holder, key), reply)).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::new("the database's slot writer stopped")
+}
+
+/// Gives back `rows` and makes `takes` in one transaction, each pool's takes in the order asked: (the key
+/// each got, the slots then used on each key of its pool).
+async fn write(
     client: &mut Object,
     replica: &str,
-    pool: &str,
-    caps: &[u32],
-    tried: &[usize],
-    holder: &str,
-) -> Result<(Option<usize>, Vec<u32>), StoreError> {
+    takes: &[Take],
+    rows: &[String],
+) -> Result<Vec<(Option<usize>, Vec<u32>)>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 39))", &[&pool]).await.map_err(db_error)?;
-    // Slots of replicas that stopped beating are free (their tasks are taken over by others, which adopt the
-    // slots of those the upstream still has), and so are slots of tasks that have ended: a give-back whose
-    // answer was lost (the database stopped as it committed) or that raced an adoption leaves such a row.
+    tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(db_error)?;
+    if !rows.is_empty() {
+        tx.execute("DELETE FROM upstream_slots WHERE holder = ANY($1)", &[&rows]).await.map_err(db_error)?;
+    }
+    let mut by_pool: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, take) in takes.iter().enumerate() {
+        by_pool.entry(take.pool.as_str()).or_default().push(index);
+    }
+    let mut answers = vec![(None, Vec::new()); takes.len()];
+    let (mut holders, mut pools, mut keys) = (Vec::new(), Vec::new(), Vec::new());
+    for (pool, asked) in by_pool {
+        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 39))", &[&pool]).await.map_err(db_error)?;
+        // Caps are the same for every take of a pool (one model's, from one config).
+        let caps = &takes[asked[0]].caps;
+        let mut slots = counted(&tx, pool, caps).await?;
+        let mut cleared = false;
+        for index in asked {
+            let take = &takes[index];
+            let mut taken = slots.take(&take.tried);
+            if taken.is_none() && !cleared {
+                clear_stale(&tx, pool).await?;
+                cleared = true;
+                // Counted again, with what this group took of the pool so far.
+                slots = counted(&tx, pool, caps).await?;
+                for (_, key) in pools.iter().zip(&keys).filter(|(taken_of, _)| **taken_of == pool) {
+                    slots.hold(usize::try_from(*key).unwrap_or(usize::MAX));
+                }
+                taken = slots.take(&take.tried);
+            }
+            if let Some(key) = taken {
+                holders.push(row_id(&take.holder, key));
+                pools.push(pool);
+                keys.push(i32::try_from(key).unwrap_or(i32::MAX));
+            }
+            answers[index] = (taken, slots.slots().map(|(used, _)| used).collect());
+        }
+    }
+    if !holders.is_empty() {
+        tx.execute(
+            "INSERT INTO upstream_slots (holder, pool, key, replica) \
+             SELECT h, p, k, $4 FROM unnest($1::text[], $2::text[], $3::int[]) AS u(h, p, k) \
+             ON CONFLICT (holder) DO UPDATE SET replica = EXCLUDED.replica",
+            &[&holders, &pools, &keys, &replica],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(answers)
+}
+
+/// Clears the pool's slots of replicas that stopped beating (their tasks are taken over by others, which
+/// adopt the slots of those the upstream still has) and of tasks that have ended (a give-back lost with the
+/// database's last moments, or one that raced an adoption): done when they would keep a task waiting.
+async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
     let alive_since = crate::domain::clock::now_ms() - LEASE_MS;
     tx.execute(
         "DELETE FROM upstream_slots s WHERE pool = $1 AND (replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2) \
@@ -35,6 +195,11 @@ pub(super) async fn take(
     )
     .await
     .map_err(db_error)?;
+    Ok(())
+}
+
+/// The pool's slots in use on each key, as its rows count them.
+async fn counted(tx: &Transaction<'_>, pool: &str, caps: &[u32]) -> Result<Pool, StoreError> {
     let rows = tx
         .query("SELECT key, count(*) FROM upstream_slots WHERE pool = $1 GROUP BY key", &[&pool])
         .await
@@ -44,23 +209,7 @@ pub(super) async fn take(
         let (key, count): (i32, i64) = (row.get(0), row.get(1));
         (0..count).for_each(|_| slots.hold(usize::try_from(key).unwrap_or(usize::MAX)));
     }
-    let taken = slots.take(tried);
-    if let Some(key) = taken {
-        tx.execute(
-            "INSERT INTO upstream_slots (holder, pool, key, replica) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (holder) DO UPDATE SET replica = $4",
-            &[&row_id(holder, key), &pool, &(key as i32), &replica],
-        )
-        .await
-        .map_err(db_error)?;
-    }
-    tx.commit().await.map_err(db_error)?;
-    Ok((taken, slots.slots().map(|(used, _)| used).collect()))
-}
-
-pub(super) async fn give_back(client: &Object, holder: &str, key: usize) -> Result<(), StoreError> {
-    client.execute("DELETE FROM upstream_slots WHERE holder = $1", &[&row_id(holder, key)]).await.map_err(db_error)?;
-    Ok(())
+    Ok(slots)
 }
 
 pub(super) async fn adopt(

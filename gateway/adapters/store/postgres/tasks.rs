@@ -2,15 +2,15 @@
 //! (`record`); the columns beside it are what queries select on, written from the record in the same
 //! statement.
 
-use super::replicas::Replica;
 use super::{db_error, ledger};
 use crate::adapters::store::{decode, encode};
 use crate::domain::billing::books::{hold_postings, plan_hold};
 use crate::domain::listing::{ListPosition, TaskQuery};
-use crate::domain::tasks::{Hold, IdempotencyRecord, TaskRecord, TaskStatus};
+use crate::domain::tasks::{Hold, IdempotencyRecord, TaskRecord};
 use crate::domain::usage_log::UsageFilter;
-use crate::ports::storage::{Forwarded, IdempotencyClaim, Inserted, StoreError, StoredTask, TaskChange};
+use crate::ports::storage::{IdempotencyClaim, Inserted, StoreError, StoredTask};
 use deadpool_postgres::{Object, Transaction};
+use std::collections::HashMap;
 
 /// Writes a task's row from its record: the columns queries select on, and the record itself. A new task
 /// is leased to `new_for`, the replica submitting it.
@@ -46,6 +46,7 @@ async fn write(tx: &Transaction<'_>, task: &TaskRecord, new_for: Option<&str>) -
 }
 
 /// A task to add, and what it must get past.
+#[derive(Clone)]
 pub(super) struct New {
     pub task: TaskRecord,
     pub idempotency: Option<IdempotencyClaim>,
@@ -54,12 +55,12 @@ pub(super) struct New {
     pub cap: i32,
 }
 
-/// Stores a new task with its idempotency record and its hold, in one transaction; nothing is written if
-/// the key is taken (by a task it may not replace), the account has as many unfinished tasks as it may, or
-/// it cannot fund the hold.
-pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<Inserted, StoreError> {
+/// Stores a new task with its idempotency record and its hold, inside the caller's transaction (the group
+/// commit's, `adds.rs`, under a savepoint of its own). When the answer is not `Stored` (the key is taken by
+/// a task it may not replace, the account has as many unfinished tasks as it may, or cannot fund the hold),
+/// the caller rolls back what this wrote.
+pub(super) async fn add(tx: &Transaction<'_>, new: New, replica: &str) -> Result<Inserted, StoreError> {
     let New { task: mut new, idempotency, hold, cap } = new;
-    let tx = client.transaction().await.map_err(db_error)?;
     if let Some(claim) = &idempotency {
         let record = &claim.record;
         // Waits for another transaction inserting the same key, and sees its row if it commits.
@@ -100,7 +101,7 @@ pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<
     };
     let funds = async {
         match hold {
-            Some(_) => ledger::lock_funds(&tx, &[new.account.as_str()]).await.map(Some),
+            Some(_) => ledger::lock_funds(tx, &[new.account.as_str()]).await.map(Some),
             None => Ok(None),
         }
     };
@@ -128,59 +129,128 @@ pub(super) async fn add(client: &mut Object, new: New, replica: &str) -> Result<
     let money = async {
         match &held {
             Some((postings, pots)) => {
-                tokio::try_join!(ledger::insert_entries(&tx, postings.iter()), ledger::store_funds(&tx, pots))
-                    .map(|_| ())
+                tokio::try_join!(ledger::insert_entries(tx, postings.iter()), ledger::store_funds(tx, pots)).map(|_| ())
             }
             None => Ok(()),
         }
     };
-    tokio::try_join!(money, write(&tx, &new, Some(replica)))?;
+    tokio::try_join!(money, write(tx, &new, Some(replica)))?;
     if new.status.is_terminal() {
-        super::webhooks::enqueue(&tx, &[&new]).await?;
-        super::mirrors::enqueue(&tx, &[&new]).await?;
+        super::webhooks::enqueue(tx, &[&new]).await?;
+        super::mirrors::enqueue(tx, &[&new]).await?;
     }
-    tx.commit().await.map_err(db_error)?;
     Ok(Inserted::Stored(Box::new(StoredTask { record: new, bytes: Vec::new() })))
+}
+
+/// Stores new tasks without an `Idempotency-Key`, together, with a few statements for all of them (the
+/// group commit's common case, `adds.rs`): each is counted against its account's unfinished tasks and its
+/// hold decided over its account's locked pots in order, as [`add`] decides one; those refused are left
+/// out. Their accounts' rows must be locked already (the group locks them first).
+pub(super) async fn add_all(
+    tx: &Transaction<'_>,
+    news: Vec<New>,
+    replica: &str,
+) -> Result<Vec<Result<Inserted, StoreError>>, StoreError> {
+    let accounts: Vec<&str> = news.iter().map(|n| n.task.account.as_str()).collect();
+    let rows =
+        tx.query("SELECT name, in_flight FROM accounts WHERE name = ANY($1)", &[&accounts]).await.map_err(db_error)?;
+    let mut in_flight: HashMap<String, i32> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let holding: Vec<&str> = news.iter().filter(|n| n.hold.is_some()).map(|n| n.task.account.as_str()).collect();
+    let mut pots = if holding.is_empty() { Default::default() } else { ledger::lock_funds(tx, &holding).await? };
+    let (mut outcomes, mut postings, mut stored, mut counted) =
+        (Vec::with_capacity(news.len()), Vec::new(), Vec::new(), HashMap::<String, i32>::new());
+    for New { task: mut new, hold, cap, .. } in news {
+        let live = !new.status.is_terminal();
+        if live {
+            // An account without a row cannot be counted: refused as a full one, as `add`'s update refuses it.
+            let count = in_flight.get(&new.account).copied().unwrap_or(cap);
+            if count >= cap {
+                outcomes.push(Ok(Inserted::TooManyTasks(usize::try_from(cap).unwrap_or_default())));
+                continue;
+            }
+        }
+        if let Some(hold) = hold {
+            let funds = pots.get(&new.account).copied().unwrap_or_default();
+            let split = match plan_hold(&funds, hold.amount, hold.trial_only) {
+                Ok(split) => split,
+                Err(shortfall) => {
+                    outcomes.push(Ok(Inserted::Shortfall(shortfall)));
+                    continue;
+                }
+            };
+            let held = hold_postings(&new.account, &new.task_id, &new.model, &split);
+            let mut moved = pots.clone();
+            if let Some(refused) = held.iter().find_map(|p| ledger::move_pots(&mut moved, p).err()) {
+                outcomes.push(Err(refused));
+                continue;
+            }
+            pots = moved;
+            postings.extend(held);
+            if let Some(billing) = new.billing.as_mut() {
+                billing.hold = split;
+            }
+        }
+        if live {
+            *in_flight.entry(new.account.clone()).or_default() += 1;
+            *counted.entry(new.account.clone()).or_default() += 1;
+        }
+        outcomes.push(Ok(Inserted::Stored(Box::new(StoredTask { record: new.clone(), bytes: Vec::new() }))));
+        stored.push(new);
+    }
+    if !postings.is_empty() {
+        tokio::try_join!(ledger::insert_entries(tx, postings.iter()), ledger::store_funds(tx, &pots))?;
+    }
+    let (names, counts): (Vec<&str>, Vec<i32>) = counted.iter().map(|(a, n)| (a.as_str(), *n)).unzip();
+    let count = async {
+        if names.is_empty() {
+            return Ok(());
+        }
+        tx.execute(
+            "UPDATE accounts SET in_flight = in_flight + u.n FROM unnest($1::text[], $2::int[]) AS u(name, n) \
+             WHERE accounts.name = u.name",
+            &[&names, &counts],
+        )
+        .await
+        .map(drop)
+        .map_err(db_error)
+    };
+    tokio::try_join!(count, insert_all(tx, &stored, replica))?;
+    let ended: Vec<&TaskRecord> = stored.iter().filter(|t| t.status.is_terminal()).collect();
+    if !ended.is_empty() {
+        super::webhooks::enqueue(tx, &ended).await?;
+        super::mirrors::enqueue(tx, &ended).await?;
+    }
+    Ok(outcomes)
+}
+
+/// Inserts new tasks' rows, leased to `replica`, with one statement.
+async fn insert_all(tx: &Transaction<'_>, tasks: &[TaskRecord], replica: &str) -> Result<(), StoreError> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    let accounts: Vec<&str> = tasks.iter().map(|t| t.account.as_str()).collect();
+    let statuses: Vec<&str> = tasks.iter().map(|t| t.status.as_str()).collect();
+    let created: Vec<i64> = tasks.iter().map(|t| t.created_ms).collect();
+    let ended: Vec<Option<i64>> = tasks.iter().map(|t| t.status.is_terminal().then(|| t.ended_ms())).collect();
+    let upstream: Vec<Option<&str>> = tasks.iter().map(|t| t.upstream_task_id.as_deref()).collect();
+    let next_poll: Vec<i64> = tasks.iter().map(|t| t.next_poll_ms).collect();
+    let records = tasks.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+    tx.execute(
+        "INSERT INTO tasks (task_id, account, status, created_ms, ended_ms, upstream_task_id, next_poll_ms, record, \
+         lease_owner, submitted_by) SELECT u.*, $9, $9 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], \
+         $5::bigint[], $6::text[], $7::bigint[], $8::bytea[]) AS u",
+        &[&ids, &accounts, &statuses, &created, &ended, &upstream, &next_poll, &records, &replica],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
 }
 
 pub(super) async fn get(client: &Object, task_id: &str) -> Result<Option<TaskRecord>, StoreError> {
     let statement = client.prepare_cached("SELECT record FROM tasks WHERE task_id = $1").await.map_err(db_error)?;
     let row = client.query_opt(&statement, &[&task_id]).await.map_err(db_error)?;
     row.map(|row| decode(row.get(0))).transpose()
-}
-
-/// Records the upstream's acceptance of a queued task `replica` submitted (`change` sets its upstream task
-/// id), and hands the task to the replica whose turn its creation time falls in, if that is another one.
-pub(super) async fn forwarded(
-    client: &mut Object,
-    task_id: &str,
-    replica: &Replica,
-    change: TaskChange,
-) -> Result<Option<Forwarded>, StoreError> {
-    let tx = client.transaction().await.map_err(db_error)?;
-    let statement =
-        tx.prepare_cached("SELECT record FROM tasks WHERE task_id = $1 FOR UPDATE").await.map_err(db_error)?;
-    let Some(row) = tx.query_opt(&statement, &[&task_id]).await.map_err(db_error)? else { return Ok(None) };
-    let mut task: TaskRecord = decode(row.get(0))?;
-    if task.status != TaskStatus::Queued {
-        return Ok(None);
-    }
-    change(&mut task);
-    if task.status.is_terminal() {
-        return Err(StoreError::new("a forward's change may not end its task (task changes settle an end)"));
-    }
-    write(&tx, &task, None).await?;
-    let poller = replica.poller_for(task.created_ms);
-    let polled_here = poller == replica.id;
-    if !polled_here {
-        let statement = tx
-            .prepare_cached("UPDATE tasks SET lease_owner = $2, handed_over = true WHERE task_id = $1")
-            .await
-            .map_err(db_error)?;
-        tx.execute(&statement, &[&task_id, &&*poller]).await.map_err(db_error)?;
-    }
-    tx.commit().await.map_err(db_error)?;
-    Ok(Some(Forwarded { task, polled_here }))
 }
 
 pub(super) async fn idempotency(client: &Object, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
