@@ -131,6 +131,9 @@ pub(super) async fn insert_entries<'p>(
 
 /// Writes the pots [`lock_funds`] read and [`move_pots`] moved.
 pub(super) async fn store_funds(tx: &impl GenericClient, pots: &BTreeMap<String, Funds>) -> Result<(), StoreError> {
+    if pots.is_empty() {
+        return Ok(());
+    }
     let accounts: Vec<&str> = pots.keys().map(String::as_str).collect();
     let column = |pot: fn(&Funds) -> i64| pots.values().map(pot).collect::<Vec<i64>>();
     let (free_trial, plan, balance) = (column(|f| f.free_trial), column(|f| f.plan), column(|f| f.balance));
