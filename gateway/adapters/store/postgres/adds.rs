@@ -6,13 +6,13 @@
 //!
 //! Submissions without an `Idempotency-Key` are written together, a few statements for all of them
 //! (`tasks::add_all`); one with a key is written under a savepoint of its own, as its key may be taken. One
-//! refused (a key taken, too many tasks, a hold the pots cannot fund) leaves the others as they were; none is
-//! answered before the group's commit. The group locks its accounts' rows first, in name order, as the task writer (`batch.rs`) does, so
-//! two groups never wait for each other in a cycle; if the database finds one anyway, the group is written
-//! again.
+//! refused (a key taken, too many tasks, a hold the pots cannot fund) leaves the others as they were; none
+//! is answered before the group's commit. The group locks its accounts' rows first, in name order, as the
+//! task writer (`batch.rs`) does, so two groups never wait for each other in a cycle; if the database finds
+//! one anyway, the group is written again.
 
-use super::db_error;
 use super::tasks::{self, New};
+use super::{db_error, group};
 use crate::ports::storage::{Inserted, StoreError};
 use deadpool_postgres::{Object, Pool, Transaction};
 use std::sync::Arc;
@@ -39,30 +39,14 @@ impl Adder {
     pub(super) fn start(pool: Pool, replica: Arc<str>) -> Adder {
         let (queue, mut queued) = mpsc::unbounded_channel::<Queued>();
         tokio::spawn(async move {
-            while let Some(first) = queued.recv().await {
-                let mut group = vec![first];
-                while group.len() < GROUP_AT_MOST
-                    && let Ok(next) = queued.try_recv()
-                {
-                    group.push(next);
-                }
+            while let Some(group) = group::next(&mut queued, GROUP_AT_MOST).await {
                 let (news, replies): (Vec<New>, Vec<_>) = group.into_iter().unzip();
-                // On a task of its own, so that a panic fails this group and not the writer.
                 let (pool, replica) = (pool.clone(), replica.clone());
-                let written = tokio::spawn(async move {
+                let written = group::isolated(async move {
                     let mut client = pool.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
                     write_retrying(&mut client, news, &replica).await
                 });
-                let outcomes =
-                    written.await.unwrap_or_else(|e| Err(StoreError::new(format!("a submission failed: {e}"))));
-                match outcomes {
-                    Ok(outcomes) => replies.into_iter().zip(outcomes).for_each(|(reply, outcome)| {
-                        let _ = reply.send(outcome);
-                    }),
-                    Err(e) => replies.into_iter().for_each(|reply| {
-                        let _ = reply.send(Err(e.clone()));
-                    }),
-                }
+                group::answer(replies, written.await);
             }
         });
         Adder { queue }
@@ -95,8 +79,8 @@ async fn write_retrying(client: &mut Object, news: Vec<New>, replica: &str) -> R
 /// The database cancelled the group's transaction; it may be written again as it was.
 struct Cancelled(tokio_postgres::Error);
 
-/// Writes `news` in one transaction, each under a savepoint; an error of the database outside any one
-/// submission (beginning, locking, committing) fails the whole group.
+/// Writes `news` in one transaction: those without a key together, each of the others under a savepoint. An
+/// error of the database outside one keyed submission's own statements fails the whole group.
 async fn write(
     client: &mut Object,
     news: &[New],

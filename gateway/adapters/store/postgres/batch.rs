@@ -9,7 +9,7 @@
 //! or skip the locked ones, so no two transactions wait for each other in a cycle.
 
 use super::replicas::Replica;
-use super::{db_error, ledger};
+use super::{db_error, group, ledger};
 use crate::adapters::store::{decode, encode};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
 use crate::ports::storage::{StoreError, TaskChange};
@@ -58,13 +58,7 @@ impl Batcher {
     pub(super) fn start(pool: Pool) -> Batcher {
         let (queue, mut changes) = mpsc::unbounded_channel::<Queued>();
         tokio::spawn(async move {
-            while let Some(first) = changes.recv().await {
-                let mut batch = vec![first];
-                while batch.len() < BATCH_AT_MOST
-                    && let Ok(next) = changes.try_recv()
-                {
-                    batch.push(next);
-                }
+            while let Some(batch) = group::next(&mut changes, BATCH_AT_MOST).await {
                 let mut replies = Vec::with_capacity(batch.len());
                 let (targets, closures): (Vec<Target>, Vec<TaskChange>) = batch
                     .into_iter()
@@ -73,24 +67,14 @@ impl Batcher {
                         (target, change)
                     })
                     .unzip();
-                // On a task of its own, so that a panic fails this batch and not the writer.
                 let pool = pool.clone();
-                let written = tokio::spawn(async move {
+                let written = group::isolated(async move {
                     match pool.get().await {
                         Ok(mut client) => write(&mut client, targets, closures).await,
                         Err(e) => Err(StoreError::unavailable(format!("database: {e}"))),
                     }
                 });
-                let outcomes =
-                    written.await.unwrap_or_else(|e| Err(StoreError::new(format!("a task change failed: {e}"))));
-                match outcomes {
-                    Ok(outcomes) => replies.into_iter().zip(outcomes).for_each(|(reply, outcome)| {
-                        let _ = reply.send(outcome);
-                    }),
-                    Err(e) => replies.into_iter().for_each(|reply| {
-                        let _ = reply.send(Err(e.clone()));
-                    }),
-                }
+                group::answer(replies, written.await);
             }
         });
         Batcher { queue }

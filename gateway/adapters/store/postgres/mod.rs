@@ -18,6 +18,7 @@ mod adds;
 mod audit;
 mod batch;
 mod changes;
+mod group;
 mod import;
 mod ledger;
 mod mirrors;

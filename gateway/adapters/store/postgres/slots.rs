@@ -12,8 +12,8 @@
 //! a give-back (its task has ended, so the next full take clears the row) or a take (the upstream may then see
 //! one task over its cap once, and refuses it with 429, which failover absorbs).
 
-use super::db_error;
 use super::replicas::LEASE_MS;
+use super::{db_error, group};
 use crate::domain::capacity::Pool;
 use crate::ports::storage::StoreError;
 use deadpool_postgres::{Object, Pool as Connections, Transaction};
@@ -55,13 +55,7 @@ impl Slotter {
     pub(super) fn start(connections: Connections, replica: Arc<str>) -> Slotter {
         let (queue, mut queued) = mpsc::unbounded_channel::<Op>();
         tokio::spawn(async move {
-            while let Some(first) = queued.recv().await {
-                let mut group = vec![first];
-                while group.len() < GROUP_AT_MOST
-                    && let Ok(next) = queued.try_recv()
-                {
-                    group.push(next);
-                }
+            while let Some(group) = group::next(&mut queued, GROUP_AT_MOST).await {
                 let (mut takes, mut gives) = (Vec::new(), Vec::new());
                 for op in group {
                     match op {
@@ -71,33 +65,19 @@ impl Slotter {
                 }
                 let (asked, take_replies): (Vec<Take>, Vec<_>) = takes.into_iter().unzip();
                 let (rows, give_replies): (Vec<String>, Vec<_>) = gives.into_iter().unzip();
-                // On a task of its own, so that a panic fails this group and not the writer.
                 let (connections, replica) = (connections.clone(), replica.clone());
-                let written = tokio::spawn(async move {
+                let written = group::isolated(async move {
                     let mut client =
                         connections.get().await.map_err(|e| StoreError::unavailable(format!("database: {e}")))?;
                     write(&mut client, &replica, &asked, &rows).await
-                });
-                let written =
-                    written.await.unwrap_or_else(|e| Err(StoreError::new(format!("a slot write failed: {e}"))));
-                match written {
-                    Ok(taken) => {
-                        take_replies.into_iter().zip(taken).for_each(|(reply, taken)| {
-                            let _ = reply.send(Ok(taken));
-                        });
-                        give_replies.into_iter().for_each(|reply| {
-                            let _ = reply.send(Ok(()));
-                        });
-                    }
-                    Err(e) => {
-                        take_replies.into_iter().for_each(|reply| {
-                            let _ = reply.send(Err(e.clone()));
-                        });
-                        give_replies.into_iter().for_each(|reply| {
-                            let _ = reply.send(Err(e.clone()));
-                        });
-                    }
-                }
+                })
+                .await;
+                let given = match &written {
+                    Ok(_) => Ok(give_replies.iter().map(|_| Ok(())).collect()),
+                    Err(e) => Err(e.clone()),
+                };
+                group::answer(take_replies, written.map(|taken| taken.into_iter().map(Ok).collect()));
+                group::answer(give_replies, given);
             }
         });
         Slotter { queue }
