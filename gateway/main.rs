@@ -307,8 +307,10 @@ fn run(cli: Cli) -> Result<(), String> {
             })?;
             let usage = matches!(command, mediagate::edges::cli::AdminCommand::Usage { .. });
             let answer = mediagate::edges::cli::run(&url, &token, ca_file.as_deref(), command)?;
-            if !answer.body.is_empty() {
-                print(&answer.body)?;
+            // JSON lines end with a newline of their own.
+            let body = answer.body.trim_end_matches('\n');
+            if !body.is_empty() {
+                print(body)?;
             }
             // The usage log is printed for a pipe or a file: that it is empty goes to the terminal instead (a
             // CSV keeps its header line, `at,...`).
