@@ -98,3 +98,18 @@ pub async fn trail(state: &Gateway, mut filter: AuditFilter) -> Result<(Vec<Audi
     entries.truncate(limit);
     Ok((entries, more))
 }
+
+/// Every entry of the trail `filter` keeps (its `limit` aside), oldest first, read a page at a time: for an
+/// export, and for the newest few.
+pub async fn whole_trail(state: &Gateway, mut filter: AuditFilter) -> Result<Vec<AuditEntry>, ServiceError> {
+    filter.limit = AUDIT_PAGE;
+    let mut entries = Vec::new();
+    loop {
+        let (page, more) = trail(state, filter.clone()).await?;
+        filter.after = page.last().map(|e| e.seq).or(filter.after);
+        entries.extend(page);
+        if !more {
+            return Ok(entries);
+        }
+    }
+}

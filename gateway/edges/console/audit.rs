@@ -145,21 +145,9 @@ async fn listing(
     notice: Option<String>,
     token: Option<(String, String)>,
 ) -> Page {
-    // The newest page: the entries after the last `LISTED` of those kept, read as the API reads them.
-    let mut query = filter.query().filter()?;
-    query.limit = operators::AUDIT_PAGE;
-    let mut entries = Vec::new();
-    loop {
-        let (page, more) = operators::trail(state, query.clone()).await?;
-        query.after = page.last().map(|e| e.seq);
-        entries.extend(page);
-        let dropped = entries.len().saturating_sub(LISTED);
-        entries.drain(..dropped);
-        if !more {
-            break;
-        }
-    }
-    let more = entries.first().is_some_and(|e| e.seq > 1) && entries.len() == LISTED;
+    let mut entries = operators::whole_trail(state, filter.query().filter()?).await?;
+    let more = entries.len() > LISTED;
+    entries.drain(..entries.len().saturating_sub(LISTED));
     entries.reverse();
     let page = AuditPage {
         csrf,
@@ -180,19 +168,10 @@ async fn listing(
 /// Every entry the filter keeps, oldest first, one JSON object a line (as `GET /admin/v1/audit?format=jsonl`).
 async fn export(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     signed_in(&state, &req).await?;
-    let mut query = filter.query().filter()?;
-    query.limit = operators::AUDIT_PAGE;
     let mut body = String::new();
-    loop {
-        let (page, more) = operators::trail(&state, query.clone()).await?;
-        for entry in &page {
-            body.push_str(&serde_json::to_string(entry).unwrap_or_default());
-            body.push('\n');
-        }
-        query.after = page.last().map(|e| e.seq);
-        if !more {
-            break;
-        }
+    for entry in operators::whole_trail(&state, filter.query().filter()?).await? {
+        body.push_str(&serde_json::to_string(&entry).unwrap_or_default());
+        body.push('\n');
     }
     Ok(HttpResponse::Ok()
         .content_type("application/x-ndjson")

@@ -4,7 +4,7 @@
 use super::auth::Admin;
 use crate::edges::web::error::ApiError;
 use crate::edges::web::trail::TrailQuery;
-use crate::services::operators::{self, AUDIT_PAGE};
+use crate::services::operators;
 use crate::services::runtime::Gateway;
 use actix_web::{HttpResponse, web};
 use serde::Deserialize;
@@ -50,8 +50,8 @@ async fn revoke(
 }
 
 async fn trail(_: Admin, state: web::Data<Gateway>, query: web::Query<TrailQuery>) -> Result<HttpResponse, ApiError> {
-    let mut filter = query.filter()?;
     // A bigger `limit` reads as the most a page holds.
+    let filter = query.filter()?;
     match query.format.as_deref().unwrap_or("json") {
         "json" => {
             let (entries, has_more) = operators::trail(&state, filter).await?;
@@ -59,19 +59,10 @@ async fn trail(_: Admin, state: web::Data<Gateway>, query: web::Query<TrailQuery
             Ok(HttpResponse::Ok().json(json!({"data": entries, "has_more": has_more, "last_seq": last_seq})))
         }
         "jsonl" => {
-            // The whole of what the filter keeps, read a page at a time.
-            filter.limit = AUDIT_PAGE;
             let mut body = String::new();
-            loop {
-                let (entries, more) = operators::trail(&state, filter.clone()).await?;
-                for entry in &entries {
-                    body.push_str(&serde_json::to_string(entry).map_err(|e| ApiError::internal(e.to_string()))?);
-                    body.push('\n');
-                }
-                match entries.last() {
-                    Some(last) if more => filter.after = Some(last.seq),
-                    _ => break,
-                }
+            for entry in operators::whole_trail(&state, filter).await? {
+                body.push_str(&serde_json::to_string(&entry).map_err(|e| ApiError::internal(e.to_string()))?);
+                body.push('\n');
             }
             Ok(HttpResponse::Ok().content_type("application/x-ndjson").body(body))
         }
