@@ -12,16 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 old_rev=${1:?usage: bash bench/ab.sh OLD_REV [NEW_REV]}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-build() { # rev -> bin dir
-  local dir=target/ab/$1
-  git worktree add -f --detach "$dir/src" "$1" >/dev/null 2>&1 || git -C "$dir/src" checkout -q --detach "$1"
-  CARGO_TARGET_DIR=$PWD/$dir/target cargo build --release --locked -q -p mediagate --manifest-path "$dir/src/Cargo.toml"
-  echo "$PWD/$dir/target/release"
-}
+source bench/stack.sh
 OLD=$(build "$old_rev")
 cargo build --release --locked -q -p mediagate-bench --bin fixed-rate
 if [ -n "${2:-}" ]; then NEW=$(build "$2"); else cargo build --release --locked -q -p mediagate; NEW=$PWD/target/release; fi
-source bench/stack.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 sim=127.0.0.1:19401

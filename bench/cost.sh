@@ -14,16 +14,10 @@ old_rev=${1:?usage: bash bench/cost.sh OLD_REV [NEW_REV]}
 rate=${COST_RATE:-50} seconds=${COST_SECONDS:-20}
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 command -v strace >/dev/null || { apt-get update -qq && apt-get install -y -qq strace; }
-build() { # rev -> bin dir (as bench/ab.sh builds it)
-  local dir=target/ab/$1
-  git worktree add -f --detach "$dir/src" "$1" >/dev/null 2>&1 || git -C "$dir/src" checkout -q --detach "$1"
-  CARGO_TARGET_DIR=$PWD/$dir/target cargo build --release --locked -q -p mediagate --manifest-path "$dir/src/Cargo.toml"
-  echo "$PWD/$dir/target/release"
-}
+source bench/stack.sh
 OLD=$(build "$old_rev")
 cargo build --release --locked -q -p mediagate-bench --bin fixed-rate
 if [ -n "${2:-}" ]; then NEW=$(build "$2"); new_rev=$2; else cargo build --release --locked -q -p mediagate; NEW=$PWD/target/release; new_rev=work-tree; fi
-source bench/stack.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; cat "$work"/*.log >&2 2>/dev/null; rm -rf "$work"' EXIT
 sim=127.0.0.1:19601

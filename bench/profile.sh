@@ -12,16 +12,13 @@ lane=${1:-sync}
 rev=${2:-}
 command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf; }
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+source bench/stack.sh
 if [ -n "$rev" ]; then
-  dir=target/ab/$rev
-  git worktree add -f --detach "$dir/src" "$rev" >/dev/null 2>&1 || git -C "$dir/src" checkout -q --detach "$rev"
-  CARGO_TARGET_DIR=$PWD/$dir/target cargo build --release --locked -q -p mediagate --manifest-path "$dir/src/Cargo.toml"
-  bin=$dir/target/release
+  bin=$(build "$rev")
 else
   cargo build --release --locked -p mediagate
   bin=target/release
 fi
-source bench/stack.sh
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 sim=127.0.0.1:19101

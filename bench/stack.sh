@@ -1,8 +1,17 @@
-# Sourced by profile.sh and ab.sh: a simulator in instant mode and gateways in front of it, pinned like
+# Sourced by profile.sh, ab.sh and cost.sh: building a revision, a simulator in instant mode and gateways in front of it, pinned like
 # bench/run.sh (servers on core 0, simulator and load on core 1), and the wrk scripts of the lanes.
 
 # start_simulator BIN_DIR ADDR: with no cap on running tasks, which the lanes do not measure (a build from
 # before capacity, which refuses the flag, is started without it).
+# build REV: builds that revision's gateway in its own worktree and target dir (target/ab/REV); prints its
+# bin dir.
+build() {
+  local dir=target/ab/$1
+  git worktree add -f --detach "$dir/src" "$1" >/dev/null 2>&1 || git -C "$dir/src" checkout -q --detach "$1"
+  CARGO_TARGET_DIR=$PWD/$dir/target cargo build --release --locked -q -p mediagate --manifest-path "$dir/src/Cargo.toml"
+  echo "$PWD/$dir/target/release"
+}
+
 start_simulator() {
   if "$1/mediagate" simulate --help | grep -q -- --concurrency; then
     taskset -c 1 "$1/mediagate" simulate --listen "$2" --time-scale 0 --key-prefix bench --concurrency 1000000000 >/dev/null 2>&1 &
