@@ -24,10 +24,7 @@ pub async fn operator_of(state: &Gateway, token_digest: &str) -> Result<String, 
             format!("The token of operator `{}` was revoked; ask root for a new one.", operator.name),
         )
         .into()),
-        None if !state.operators.has_root() => {
-            Err(Problem::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set.").into())
-        }
-        None => Err(Problem::new(Code::admin_forbidden, "A valid admin or operator token is required.").into()),
+        None => Err(no_operator(state).into()),
     }
 }
 
@@ -35,10 +32,16 @@ pub async fn operator_of(state: &Gateway, token_digest: &str) -> Result<String, 
 pub async fn authenticate(state: &Gateway, token: Option<&str>) -> Result<String, ServiceError> {
     match token {
         Some(token) => operator_of(state, &digest(token)).await,
-        None if !state.operators.has_root() => {
-            Err(Problem::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set.").into())
-        }
-        None => Err(Problem::new(Code::admin_forbidden, "A valid admin or operator token is required.").into()),
+        None => Err(no_operator(state).into()),
+    }
+}
+
+/// Why a request that names no operator is refused.
+fn no_operator(state: &Gateway) -> Problem {
+    if state.operators.has_root() {
+        Problem::new(Code::admin_forbidden, "A valid admin or operator token is required.")
+    } else {
+        Problem::new(Code::admin_forbidden, "The admin API is disabled: no admin token is set.")
     }
 }
 
@@ -81,11 +84,12 @@ pub async fn revoke(state: &Gateway, name: &str, by: &Actor) -> Result<OperatorR
         .ok_or_else(|| Problem::new(Code::not_found, format!("No live operator `{name}`.")).with_param("name").into())
 }
 
-/// Every named operator, revoked ones included, as shown (never a token or its digest).
-pub async fn list(state: &Gateway) -> Result<Vec<serde_json::Value>, ServiceError> {
+/// Every named operator, revoked ones included, by name (an edge shows them without their digests:
+/// [`OperatorRecord::shown`]).
+pub async fn list(state: &Gateway) -> Result<Vec<OperatorRecord>, ServiceError> {
     let operators = state.store.operators().await?;
     state.store.caught_up().await?;
-    Ok(operators.iter().map(OperatorRecord::shown).collect())
+    Ok(operators)
 }
 
 /// The trail's entries `filter` keeps, oldest first, a page ([`AUDIT_PAGE`]) at most; whether more follow.

@@ -2,8 +2,9 @@
 //! and the named operators, which root creates (the token shown once) and revokes here.
 
 use super::operator::{signed_in, signed_in_form};
+use super::session::Session;
 use super::{CsrfForm, Page, html};
-use crate::domain::audit::{Action, AuditEntry, ROOT, Via};
+use crate::domain::audit::{Action, AuditEntry, OperatorRecord, ROOT, Via};
 use crate::edges::web::trail::TrailQuery;
 use crate::services::operators;
 use crate::services::runtime::Gateway;
@@ -74,7 +75,7 @@ struct AuditPage {
     entries: Vec<AuditEntry>,
     more: bool,
     root: bool,
-    operators: Vec<Value>,
+    operators: Vec<OperatorRecord>,
 }
 
 impl AuditPage {
@@ -118,29 +119,16 @@ impl AuditPage {
             })
             .collect()
     }
-
-    fn field(&self, operator: &Value, name: &str) -> String {
-        match &operator[name] {
-            Value::String(s) => s.clone(),
-            Value::Null => String::new(),
-            Value::Number(ms) if name.ends_with("_ms") => {
-                ms.as_i64().map(crate::domain::clock::local_time).unwrap_or_default()
-            }
-            other => other.to_string(),
-        }
-    }
 }
 
 async fn page(state: web::Data<Gateway>, req: HttpRequest, filter: web::Query<Filter>) -> Page {
     let session = signed_in(&state, &req).await?;
-    let root = session.operator.as_deref() == Some(ROOT);
-    listing(&state, session.csrf, root, filter.into_inner(), None, None).await
+    listing(&state, session, filter.into_inner(), None, None).await
 }
 
 async fn listing(
     state: &Gateway,
-    csrf: String,
-    root: bool,
+    session: Session,
     filter: Filter,
     notice: Option<String>,
     token: Option<(String, String)>,
@@ -150,7 +138,8 @@ async fn listing(
     entries.drain(..entries.len().saturating_sub(LISTED));
     entries.reverse();
     let page = AuditPage {
-        csrf,
+        root: session.operator.as_deref() == Some(ROOT),
+        csrf: session.csrf,
         nav: super::OPERATOR_NAV.to_vec(),
         notice,
         token,
@@ -159,7 +148,6 @@ async fn listing(
         vias: Via::ALL.iter().map(|v| v.as_str()).collect(),
         entries,
         more,
-        root,
         operators: operators::list(state).await?,
     };
     Ok(html(StatusCode::OK, &page))
@@ -188,9 +176,8 @@ struct NewOperator {
 async fn create(state: web::Data<Gateway>, req: HttpRequest, form: web::Form<NewOperator>) -> Page {
     let session = signed_in_form(&state, &req, &form.csrf).await?;
     let (operator, token) = operators::create(&state, &form.name, &session.actor()).await?;
-    let root = session.operator.as_deref() == Some(ROOT);
     let notice = Some(format!("Operator {} is created.", operator.name));
-    listing(&state, session.csrf, root, Filter::default(), notice, Some((operator.name, token))).await
+    listing(&state, session, Filter::default(), notice, Some((operator.name, token))).await
 }
 
 async fn revoke(
@@ -201,7 +188,6 @@ async fn revoke(
 ) -> Page {
     let session = signed_in_form(&state, &req, &form.csrf).await?;
     let operator = operators::revoke(&state, &name, &session.actor()).await?;
-    let root = session.operator.as_deref() == Some(ROOT);
     let notice = Some(format!("Operator {}'s token is revoked.", operator.name));
-    listing(&state, session.csrf, root, Filter::default(), notice, None).await
+    listing(&state, session, Filter::default(), notice, None).await
 }

@@ -18,7 +18,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 async fn list(_: Admin, state: web::Data<Gateway>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(json!({"data": operators::list(&state).await?})))
+    let listed: Vec<_> = operators::list(&state).await?.iter().map(|o| o.shown()).collect();
+    Ok(HttpResponse::Ok().json(json!({"data": listed})))
 }
 
 #[derive(Deserialize)]

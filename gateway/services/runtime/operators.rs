@@ -24,8 +24,7 @@ impl Operators {
 
 /// The digest kept of an operator's token (SHA-256, hex): what the store holds and a console session carries.
 pub fn digest(token: &str) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(token.as_bytes()))
+    hex::encode(crate::domain::tasks::hash_key(token))
 }
 
 /// Whether two secrets are equal, every byte compared whatever the first difference.
