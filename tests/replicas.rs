@@ -322,6 +322,46 @@ fn upstream_slots_hold_across_replicas_and_a_killed_ones_come_back() {
     }
 }
 
+/// The line for upstream slots is one for all the replicas: a small account's first job, taken by one
+/// replica while a big account's backlog waits on the others, goes in its fair turn across all of them (the
+/// second of the jobs queued), not whenever its own replica happens to ask first.
+#[test]
+fn a_small_accounts_job_on_one_replica_is_served_in_turn_across_a_backlog_on_the_others() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("0.25", &["--keys", "2", "--concurrency", "1"]);
+    let upstream = ", concurrency: {default: 1}";
+    let replicas = Replicas::start_with(&cluster.url("postgres"), &simulator.address(), upstream, "");
+    let keys: Vec<String> = ["first", "big", "small"]
+        .iter()
+        .map(|name| replicas.on(0, |demo| demo.account(name, BALANCE, 0, 0)).unwrap())
+        .collect();
+    let submit = |n: usize, key: &str, prompt: &str| {
+        let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 2});
+        let reply = replicas.on(n, |demo| demo.post_as(key, "/v1/videos/generations", &body)).unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.json);
+        reply.json["task_id"].as_str().unwrap().to_string()
+    };
+    // Both keys' one slot are taken; the big account's backlog waits on replicas 0 and 2.
+    let held: Vec<String> = (0..2).map(|i| submit(0, &keys[0], &format!("held {i} sim:slow"))).collect();
+    let big: Vec<String> = (0..8).map(|i| submit([0, 2][i % 2], &keys[1], &format!("big {i}"))).collect();
+    let small = submit(1, &keys[2], "small 0");
+    let status = |key: &str, id: &str| {
+        let reply = replicas.on(1, |demo| demo.get_as(key, &format!("/v1/tasks/{id}"))).unwrap();
+        reply.json["status"].as_str().unwrap_or_default().to_string()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while status(&keys[2], &small) == "queued" {
+        assert!(std::time::Instant::now() < deadline, "the small account's job was never sent");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let big_sent = big.iter().filter(|id| status(&keys[1], id) != "queued").count();
+    assert!(big_sent <= 1, "{big_sent} of the big account's jobs went before the small one's first");
+    for (key, id) in held.iter().map(|id| (&keys[0], id)).chain(big.iter().map(|id| (&keys[1], id))) {
+        let ended = replicas.on(1, |demo| demo.wait_terminal_as(key, id, Duration::from_secs(120))).unwrap();
+        assert_eq!(ended["status"], "success", "{ended}");
+    }
+}
+
 /// `mediagate store copy` moves a stopped gateway's embedded store into an empty PostgreSQL database, and a
 /// gateway on it goes on where the old one stopped: the same keys, money, tasks (a live one finishes),
 /// idempotency records and switches. A database that is not empty is refused.

@@ -65,6 +65,20 @@ impl Pool {
 /// Virtual time one job of a weight-1 account costs.
 const TURN: u64 = 1 << 20;
 
+/// A job's start tag in a line whose clock (the tag of the job served last) is `now`, for an account whose
+/// next job starts at `next_tag` at the earliest (none if it has not waited lately) and whose share is
+/// `weight`: the tag, and where the account's job after it starts.
+pub fn start_tag(next_tag: Option<u64>, now: u64, weight: u32) -> (u64, u64) {
+    let start = next_tag.unwrap_or(now).max(now);
+    (start, start + TURN / u64::from(weight.max(1)))
+}
+
+/// The tag of a job that had its turn and waits again, at the head of its account's jobs: no later than the
+/// line's clock, nor than the account's first waiting job (`first`).
+pub fn tag_again(first: Option<u64>, now: u64) -> u64 {
+    first.map_or(now, |tag| tag.min(now))
+}
+
 /// Jobs waiting for a slot, served by start-time fair queuing: each account's jobs get virtual start tags
 /// `1/weight` apart, and the job with the earliest tag goes next, so an account that has just started
 /// waiting is served within one turn whatever the backlog of another.
@@ -108,8 +122,8 @@ impl<T> FairQueue<T> {
             .accounts
             .entry(account.to_string())
             .or_insert_with(|| Waiting { jobs: VecDeque::new(), next_tag: now });
-        let start = waiting.next_tag.max(now);
-        waiting.next_tag = start + TURN / u64::from(weight.max(1));
+        let (start, next_tag) = start_tag(Some(waiting.next_tag), now, weight);
+        waiting.next_tag = next_tag;
         waiting.jobs.push_back((start, self.arrivals, job));
         self.arrivals += 1;
         self.len += 1;
@@ -122,7 +136,7 @@ impl<T> FairQueue<T> {
             .accounts
             .entry(account.to_string())
             .or_insert_with(|| Waiting { jobs: VecDeque::new(), next_tag: now + TURN });
-        let start = waiting.jobs.front().map_or(now, |(tag, _, _)| (*tag).min(now));
+        let start = tag_again(waiting.jobs.front().map(|(tag, _, _)| *tag), now);
         waiting.jobs.push_front((start, 0, job));
         self.len += 1;
     }
@@ -225,6 +239,25 @@ mod tests {
         pool.give_back(0);
         assert_eq!(pool.take(&[]), Some(0));
         assert!(!pool.has_free());
+    }
+
+    #[test]
+    fn start_tags_space_an_accounts_jobs_by_its_weight_from_the_lines_clock() {
+        // (next tag, clock, weight, start, next)
+        let cases: &[(Option<u64>, u64, u32, u64, u64)] = &[
+            (None, 0, 1, 0, TURN),
+            (None, 5 * TURN, 1, 5 * TURN, 6 * TURN),
+            (Some(TURN), 5 * TURN, 1, 5 * TURN, 6 * TURN),
+            (Some(9 * TURN), 5 * TURN, 1, 9 * TURN, 10 * TURN),
+            (Some(0), 0, 4, 0, TURN / 4),
+            (Some(0), 0, 0, 0, TURN),
+        ];
+        for (next, now, weight, start, after) in cases {
+            assert_eq!(start_tag(*next, *now, *weight), (*start, *after), "{next:?} {now} {weight}");
+        }
+        assert_eq!(tag_again(None, 7), 7);
+        assert_eq!(tag_again(Some(3), 7), 3);
+        assert_eq!(tag_again(Some(9), 7), 7);
     }
 
     #[test]

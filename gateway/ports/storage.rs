@@ -389,22 +389,95 @@ pub trait Switches: Send + Sync {
     async fn set_model_switch(&self, model: &str, enabled: bool, by: &Actor) -> Result<(), StoreError>;
 }
 
+/// A job joining a pool's shared line for a slot.
+#[derive(Debug, Clone)]
+pub struct InLine {
+    pub pool: String,
+    /// The task's id, or a synchronous call's.
+    pub holder: String,
+    pub account: String,
+    /// The account's share of the slots.
+    pub weight: u32,
+    /// Keys that refused or failed it, tried last.
+    pub tried: Vec<usize>,
+    /// It had its turn and waits again: at the head of its account's jobs.
+    pub again: bool,
+    /// When it stops waiting: it times out then.
+    pub deadline_ms: i64,
+    /// A call whose client waits on this process: only this process sends it.
+    pub call: bool,
+    /// How many keys the pool has: a job holding a slot on one is not waiting.
+    pub keys: usize,
+}
+
+/// A slot handed to the next job in a shared line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    pub holder: String,
+    pub key: usize,
+    pub tried: Vec<usize>,
+    /// A call of this process's (else a task, which any process sends).
+    pub call: bool,
+    pub waited_ms: i64,
+    /// The slots then used on each key.
+    pub used: Vec<u32>,
+}
+
 /// The upstream's running slots, where processes share the store and so the upstream's accounts: a slot
-/// per task the upstream has (or is being sent), held while its process is alive. A store only this process
-/// uses keeps none (the process counts its own).
+/// per task the upstream has (or is being sent), held while its process is alive; and the line of jobs
+/// waiting for one, in the order of `domain::capacity`'s fair queue, so that any process sends the job next
+/// across all of them. A store only this process uses keeps none (the process counts its own).
 #[async_trait::async_trait]
 pub trait Slots: Send + Sync {
     /// Takes a slot of `pool` for `holder` on the key with the most free (`caps[k]` on key `k`), skipping
-    /// `tried`; with the slots then used on each key. `None` when every key is full.
+    /// `tried`; with the slots then used on each key. `None` when every key is full, or when jobs wait in
+    /// the pool's line and this one must not pass them (`behind_line`).
     async fn take_slot(
         &self,
         pool: &str,
         caps: &[u32],
         tried: &[usize],
         holder: &str,
+        behind_line: bool,
     ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
-        let _ = (pool, caps, tried, holder);
+        let _ = (pool, caps, tried, holder, behind_line);
         Err(StoreError::new("this store keeps no upstream slots"))
+    }
+
+    /// Puts a job in its pool's line, durably; one already there, or holding a slot, stays as it is.
+    async fn join_line(&self, job: InLine) -> Result<(), StoreError> {
+        let _ = job;
+        Err(StoreError::new("this store keeps no line for upstream slots"))
+    }
+
+    /// Hands a free slot of `pool` to the job next in its line (a task, or a call of this process's), taking
+    /// it out of the line in the same write; `None` when no slot is free or no job waits.
+    async fn take_next(&self, pool: &str, caps: &[u32]) -> Result<Option<Turn>, StoreError> {
+        let _ = (pool, caps);
+        Ok(None)
+    }
+
+    /// Takes `holder` out of its pool's line (cancelled, or a call that stopped waiting).
+    async fn leave_line(&self, holder: &str) -> Result<(), StoreError> {
+        let _ = holder;
+        Ok(())
+    }
+
+    /// How many jobs go before `holder` in `pool`'s line, if it waits there.
+    async fn ahead_in_line(&self, pool: &str, holder: &str) -> Result<Option<usize>, StoreError> {
+        let _ = (pool, holder);
+        Ok(None)
+    }
+
+    /// Takes out of every line the tasks whose deadline is past at `now_ms`: (pool, task id) each.
+    async fn overdue_in_line(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
+        let _ = now_ms;
+        Ok(Vec::new())
+    }
+
+    /// Jobs waiting per pool and account.
+    async fn line_depths(&self) -> Result<Vec<(String, String, usize)>, StoreError> {
+        Ok(Vec::new())
     }
 
     /// Gives `holder`'s slot on `key` back.

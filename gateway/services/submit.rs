@@ -322,11 +322,10 @@ async fn run_sync(
         None => {
             // Every key's slots are busy: the call waits its turn, at most as long as the upstream call may take.
             let weight = tasks::dispatch::queue_weight(&*state.store, account).await;
-            let mut line = state.capacity.wait(
-                crate::services::runtime::capacity::Waiting { name: account, weight },
-                model,
-                &holder,
-            );
+            let mut line = state
+                .capacity
+                .wait(crate::services::runtime::capacity::Waiting { name: account, weight }, model, &holder)
+                .await;
             // Some(key), or None with whether the client left.
             let (turn, left) = tokio::select! {
                 turn = tokio::time::timeout(state.upstream.longest_timeout(), &mut line) => {
@@ -338,6 +337,7 @@ async fn run_sync(
                 Some(key) => key,
                 None => {
                     // A slot handed over just as the wait ended goes back.
+                    state.capacity.forget(&holder, model);
                     line.close();
                     if let Ok(key) = line.try_recv() {
                         state.capacity.give_back(model, key, &holder);

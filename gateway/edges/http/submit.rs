@@ -54,7 +54,7 @@ pub async fn submit(
         request_id::set(first);
     }
     match answer.result? {
-        Submitted::Accepted(task) => Ok(accepted(endpoint, &task, tasks::views::queue_place(&state, &task))),
+        Submitted::Accepted(task) => Ok(accepted(endpoint, &task, tasks::views::queue_place(&state, &task).await)),
         Submitted::Finished { task, model, upstream } => sync_answer(endpoint, model, &task, upstream),
         Submitted::Ended(task) => Ok(HttpResponse::Ok().json(tasks::views::view(&task))),
     }

@@ -28,7 +28,7 @@ async fn get(caller: Caller, state: web::Data<Gateway>, task_id: web::Path<Strin
     let task = tasks::cancel::owned_task(&state, caller.account(), &task_id).await?;
     // What was read may be applied but not yet durable (its fsync under way): show it no sooner.
     state.store.caught_up().await?;
-    if let Some(place) = tasks::views::queue_place(&state, &task) {
+    if let Some(place) = tasks::views::queue_place(&state, &task).await {
         let (mut body, _) = answer(&task);
         body["queue"] = place;
         return Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(body));

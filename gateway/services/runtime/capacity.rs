@@ -3,13 +3,14 @@
 //! kept while the upstream has the task; a task the upstream cannot take yet waits here, `queued`, and is
 //! handed a slot, fairly across client accounts, when one frees.
 //!
-//! Each process keeps its own line. Slots are counted here, or, where processes share the store and
-//! `shared_upstream_slots` is on, by the store (`ports::storage::Slots`), which counts every replica's.
+//! Slots and the line are kept here, or, where processes share the store and `shared_upstream_slots` is on,
+//! by the store (`ports::storage::Slots`), which counts every replica's slots and keeps one line for all of
+//! them: whichever replica sees a slot free sends the job next across all.
 
 use crate::domain::capacity::{FairQueue, Pool};
-use crate::domain::catalog::ModelSpec;
+use crate::domain::catalog::{MODELS, ModelSpec};
 use crate::domain::tasks::TaskRecord;
-use crate::ports::storage::Storage;
+use crate::ports::storage::{InLine, Storage, Turn};
 use crate::ports::upstream::Upstream;
 use crate::support::metrics::PoolFigures;
 use std::collections::HashMap;
@@ -28,6 +29,17 @@ fn pool_id(model: &ModelSpec) -> PoolId {
 fn pool_name(model: &ModelSpec) -> String {
     format!("{}/{}", model.region, model.model_code)
 }
+
+/// A model of the pool a shared store names (any of those sharing it: they share its caps).
+fn model_of(pool: &str) -> Option<&'static ModelSpec> {
+    MODELS.iter().find(|m| pool.split_once('/') == Some((m.region, m.model_code)))
+}
+
+/// How long a job that could not join a shared line (the store failed) waits before it tries again.
+const JOIN_RETRY: Duration = Duration::from_secs(1);
+
+/// Jobs waiting per account.
+type Depths = Vec<(String, usize)>;
 
 /// A slot handed to a queued task: the dispatcher sends it.
 #[derive(Debug)]
@@ -55,16 +67,9 @@ pub struct Waiting<'a> {
     pub weight: u32,
 }
 
-fn holder_of(waiter: &Waiter) -> &str {
-    match waiter {
-        Waiter::Task { task_id, .. } => task_id,
-        Waiter::Call { holder, .. } => holder,
-    }
-}
-
 enum Waiter {
     Task { task_id: String, model: &'static ModelSpec, tried: Vec<usize>, since: Instant, deadline_ms: i64 },
-    Call { holder: String, model: &'static ModelSpec, answer: oneshot::Sender<usize>, since: Instant },
+    Call { answer: oneshot::Sender<usize>, since: Instant },
 }
 
 #[derive(Default)]
@@ -78,6 +83,10 @@ struct Slots {
     sending: std::collections::HashSet<String, foldhash::fast::RandomState>,
     /// Tasks in a line: one is never in two places (two sends of one job).
     queued: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// Where the store keeps the line: this process's calls waiting in it, by holder.
+    calls: HashMap<String, oneshot::Sender<usize>, foldhash::fast::RandomState>,
+    /// Where the store keeps the line: the jobs waiting per pool and account, as last read.
+    depths: HashMap<PoolId, Depths, foldhash::fast::RandomState>,
 }
 
 pub struct Capacity {
@@ -111,7 +120,7 @@ impl Capacity {
         let caps = {
             let mut slots = self.lock();
             let id = pool_id(model);
-            if !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
+            if self.shared.is_none() && !after_turn && slots.queues.get(&id).is_some_and(|q| !q.is_empty()) {
                 return None;
             }
             let pool = self.pool(&mut slots, model);
@@ -124,7 +133,7 @@ impl Capacity {
                 Some(_) => pool.slots().map(|(_, cap)| cap).collect::<Vec<u32>>(),
             }
         };
-        self.take_shared(model, &caps, tried, holder).await
+        self.take_shared(model, &caps, tried, holder, !after_turn).await
     }
 
     /// A slot from the shared store, whose counts of every key this process keeps to show.
@@ -134,9 +143,10 @@ impl Capacity {
         caps: &[u32],
         tried: &[usize],
         holder: &str,
+        behind_line: bool,
     ) -> Option<usize> {
         let store = self.shared.as_ref()?;
-        match store.take_slot(&pool_name(model), caps, tried, holder).await {
+        match store.take_slot(&pool_name(model), caps, tried, holder, behind_line).await {
             Ok((key, used)) => {
                 self.pool(&mut self.lock(), model).set_used(used);
                 key
@@ -218,9 +228,11 @@ impl Capacity {
         self.let_go(task_id);
     }
 
-    /// Whether jobs wait in this process's line for a slot of `model`'s pool.
+    /// Whether jobs wait in line for a slot of `model`'s pool.
     pub fn contended(&self, model: &ModelSpec) -> bool {
-        self.lock().queues.get(&pool_id(model)).is_some_and(|q| !q.is_empty())
+        let slots = self.lock();
+        let id = pool_id(model);
+        slots.queues.get(&id).is_some_and(|q| !q.is_empty()) || slots.depths.get(&id).is_some_and(|d| !d.is_empty())
     }
 
     /// The upstream reports `task_id` ended, before this process has written it so: its slot is free on the
@@ -243,13 +255,52 @@ impl Capacity {
 
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
     /// head of them (`again`: one that had its turn and must wait once more). A task already in line, or
-    /// being sent but for `again`, stays where it is.
-    pub fn enqueue(&self, task: &TaskRecord, weight: u32, model: &'static ModelSpec, tried: Vec<usize>, again: bool) {
-        let mut slots = self.lock();
-        if !again && slots.sending.contains(&task.task_id) {
-            return;
-        }
-        slots.sending.remove(&task.task_id);
+    /// being sent but for `again`, stays where it is. In a shared line it is durably in line when this
+    /// returns, unless the store failed: then it joins once the store answers.
+    pub async fn enqueue(
+        &self,
+        task: &TaskRecord,
+        weight: u32,
+        model: &'static ModelSpec,
+        tried: Vec<usize>,
+        again: bool,
+    ) {
+        let keys = {
+            let mut slots = self.lock();
+            if !again && slots.sending.contains(&task.task_id) {
+                return;
+            }
+            slots.sending.remove(&task.task_id);
+            if self.shared.is_none() {
+                return self.enqueue_here(&mut slots, task, weight, model, tried, again);
+            }
+            self.pool(&mut slots, model).slots().count()
+        };
+        let Some(store) = self.shared.clone() else { return };
+        let job = InLine {
+            pool: pool_name(model),
+            holder: task.task_id.clone(),
+            account: task.account.clone(),
+            weight,
+            tried,
+            again,
+            deadline_ms: task.deadline_ms,
+            call: false,
+            keys,
+        };
+        self.join_shared(store, job).await;
+    }
+
+    /// Queues a task in this process's line.
+    fn enqueue_here(
+        &self,
+        slots: &mut Slots,
+        task: &TaskRecord,
+        weight: u32,
+        model: &'static ModelSpec,
+        tried: Vec<usize>,
+        again: bool,
+    ) {
         if !slots.queued.insert(task.task_id.clone()) {
             return;
         }
@@ -261,23 +312,75 @@ impl Capacity {
         } else {
             queue.push(&task.account, weight, waiter)
         }
-        self.hand_on(&mut slots, model);
+        self.hand_on(slots, model);
+    }
+
+    /// Puts `job` in the shared line, trying again while the store fails; the dispatcher then looks.
+    async fn join_shared(&self, store: Arc<dyn Storage>, job: InLine) {
+        if let Err(e) = store.join_line(job.clone()).await {
+            tracing::warn!(holder = job.holder, error = %e, "could not put a job in the upstream slots' line; it tries again");
+            tokio::task::spawn_local(async move {
+                loop {
+                    tokio::time::sleep(JOIN_RETRY).await;
+                    if store.join_line(job.clone()).await.is_ok() {
+                        break;
+                    }
+                }
+            });
+        }
+        self.granted.notify_one();
     }
 
     /// Waits in line for a slot for a call made while its client waits (a synchronous model's).
-    pub fn wait(&self, account: Waiting<'_>, model: &'static ModelSpec, holder: &str) -> oneshot::Receiver<usize> {
+    pub async fn wait(
+        &self,
+        account: Waiting<'_>,
+        model: &'static ModelSpec,
+        holder: &str,
+    ) -> oneshot::Receiver<usize> {
         let (answer, slot) = oneshot::channel();
-        let mut slots = self.lock();
-        let queue = slots.queues.entry(pool_id(model)).or_default();
-        let waiter = Waiter::Call { holder: holder.to_string(), model, answer, since: Instant::now() };
-        queue.push(account.name, account.weight, waiter);
-        self.hand_on(&mut slots, model);
+        let keys = {
+            let mut slots = self.lock();
+            if self.shared.is_none() {
+                let queue = slots.queues.entry(pool_id(model)).or_default();
+                queue.push(account.name, account.weight, Waiter::Call { answer, since: Instant::now() });
+                self.hand_on(&mut slots, model);
+                return slot;
+            }
+            slots.calls.insert(holder.to_string(), answer);
+            self.pool(&mut slots, model).slots().count()
+        };
+        let Some(store) = self.shared.clone() else { return slot };
+        let wait = i64::try_from(self.upstream.longest_timeout().as_millis()).unwrap_or(i64::MAX);
+        let job = InLine {
+            pool: pool_name(model),
+            holder: holder.to_string(),
+            account: account.name.to_string(),
+            weight: account.weight,
+            tried: Vec::new(),
+            again: false,
+            deadline_ms: crate::domain::clock::now_ms().saturating_add(wait),
+            call: true,
+            keys,
+        };
+        self.join_shared(store, job).await;
         slot
     }
 
-    /// Takes a task out of the line (cancelled before it was sent).
+    /// Takes a task out of the line (cancelled before it was sent), or a call that stopped waiting.
     pub fn forget(&self, task_id: &str, model: &'static ModelSpec) {
         let mut slots = self.lock();
+        if let Some(store) = self.shared.clone() {
+            slots.calls.remove(task_id);
+            let holder = task_id.to_string();
+            tokio::task::spawn_local(async move {
+                if let Err(e) = store.leave_line(&holder).await {
+                    // It is handed a slot in its turn, which goes back at once (it no longer waits).
+                    tracing::warn!(holder, error = %e, "could not take a job out of the upstream slots' line");
+                }
+            });
+            return;
+        }
         if slots.queued.remove(task_id)
             && let Some(queue) = slots.queues.get_mut(&pool_id(model))
         {
@@ -286,7 +389,18 @@ impl Capacity {
     }
 
     /// Takes out of line the tasks whose deadline has passed while they waited: they end in `timeout`.
-    pub fn overdue(&self, now_ms: i64) -> Vec<(String, &'static ModelSpec)> {
+    pub async fn overdue(&self, now_ms: i64) -> Vec<(String, &'static ModelSpec)> {
+        if let Some(store) = &self.shared {
+            return match store.overdue_in_line(now_ms).await {
+                Ok(overdue) => {
+                    overdue.into_iter().filter_map(|(pool, task_id)| Some((task_id, model_of(&pool)?))).collect()
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the upstream slots' line for overdue tasks");
+                    Vec::new()
+                }
+            };
+        }
         let mut overdue = Vec::new();
         let mut slots = self.lock();
         for queue in slots.queues.values_mut() {
@@ -304,12 +418,17 @@ impl Capacity {
         overdue
     }
 
-    /// Where a queued task stands, if it waits here.
-    pub fn place(&self, task_id: &str, model: &'static ModelSpec) -> Option<Place> {
-        let mut slots = self.lock();
-        let total = u64::from(self.pool(&mut slots, model).total().max(1));
-        let queue = slots.queues.get(&pool_id(model))?;
-        let ahead = queue.ahead_of(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id))?;
+    /// Where a queued task stands, if it waits in line.
+    pub async fn place(&self, task_id: &str, model: &'static ModelSpec) -> Option<Place> {
+        let total = u64::from(self.pool(&mut self.lock(), model).total().max(1));
+        let ahead = match &self.shared {
+            Some(store) => store.ahead_in_line(&pool_name(model), task_id).await.ok().flatten()?,
+            None => {
+                let slots = self.lock();
+                let queue = slots.queues.get(&pool_id(model))?;
+                queue.ahead_of(|w| matches!(w, Waiter::Task { task_id: id, .. } if id == task_id))?
+            }
+        };
         let turns = ahead as u64 / total + 1;
         Some(Place { ahead, estimate_seconds: turns * model.expected_seconds })
     }
@@ -319,8 +438,12 @@ impl Capacity {
         self.lock().sending.remove(task_id);
     }
 
-    /// Whether this process has the task in a line or is sending it.
+    /// Whether this process has the task in a line or is sending it; where the store keeps the line, a task
+    /// is the line's, which keeps it until it is sent.
     pub fn has(&self, task_id: &str) -> bool {
+        if self.shared.is_some() {
+            return true;
+        }
         let slots = self.lock();
         slots.sending.contains(task_id) || slots.queued.contains(task_id)
     }
@@ -330,50 +453,54 @@ impl Capacity {
         std::mem::take(&mut self.lock().granted)
     }
 
-    /// Where the store keeps the slots: takes them for the jobs next in this process's lines, while it has
-    /// any to give. The dispatcher calls it when something may have freed one, and every moment besides
-    /// (another replica's task may have ended).
+    /// Where the store keeps the slots and the line: hands free slots to the jobs next in it, while there are
+    /// any. The dispatcher calls it when something may have freed one, and every moment besides (another
+    /// replica's task may have ended).
     pub async fn hand_on_shared(&self) {
-        if self.shared.is_none() {
-            return;
+        let Some(store) = &self.shared else { return };
+        let depths = match store.line_depths().await {
+            Ok(depths) => depths,
+            Err(e) => return tracing::warn!(error = %e, "could not read the upstream slots' line"),
+        };
+        let mut waiting: HashMap<PoolId, (&'static ModelSpec, Depths)> = HashMap::new();
+        for (pool, account, n) in depths {
+            if let Some(model) = model_of(&pool) {
+                waiting.entry(pool_id(model)).or_insert_with(|| (model, Vec::new())).1.push((account, n));
+            }
         }
-        let waiting: Vec<PoolId> =
-            self.lock().queues.iter().filter(|(_, q)| !q.is_empty()).map(|(id, _)| *id).collect();
-        for id in waiting {
+        self.lock().depths = waiting.iter().map(|(id, (_, depths))| (*id, depths.clone())).collect();
+        for (model, _) in waiting.into_values() {
+            let caps = self.pool(&mut self.lock(), model).slots().map(|(_, cap)| cap).collect::<Vec<u32>>();
             loop {
-                // The job stays in line, where a read of it finds it, until its slot is taken.
-                let next = self.lock().queues.get(&id).and_then(|q| q.peek()).map(|waiter| match waiter {
-                    Waiter::Task { task_id, tried, model, .. } => (task_id.clone(), tried.clone(), *model),
-                    Waiter::Call { holder, model, .. } => (holder.clone(), Vec::new(), *model),
-                });
-                let Some((holder, tried, model)) = next else { break };
-                let caps = self.pool(&mut self.lock(), model).slots().map(|(_, cap)| cap).collect::<Vec<u32>>();
-                let key = match self.take_shared(model, &caps, &tried, &holder).await {
-                    Some(key) => Some(key),
-                    None if !tried.is_empty() => self.take_shared(model, &caps, &[], &holder).await,
-                    None => None,
-                };
-                let Some(key) = key else { break };
-                let taken = self.lock().queues.get_mut(&id).and_then(|q| q.take(|w| holder_of(w) == holder));
-                match taken.map(|(_, waiter)| waiter) {
-                    // Gone meanwhile (cancelled, or the call timed out).
-                    None => self.give_back(model, key, &holder),
-                    Some(Waiter::Call { answer, since, .. }) => {
-                        crate::support::metrics::queue_wait(since.elapsed());
-                        if answer.send(key).is_err() {
-                            self.give_back(model, key, &holder);
-                        }
-                    }
-                    Some(Waiter::Task { task_id, model, tried, since, .. }) => {
-                        crate::support::metrics::queue_wait(since.elapsed());
-                        let mut slots = self.lock();
-                        slots.queued.remove(&task_id);
-                        slots.sending.insert(task_id.clone());
-                        slots.granted.push(Grant { task_id, model, key, tried });
+                match store.take_next(&pool_name(model), &caps).await {
+                    Ok(Some(turn)) => self.hand_turn(model, turn),
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not hand an upstream slot to the next in line");
+                        break;
                     }
                 }
             }
         }
+    }
+
+    /// Gives the slot a shared line handed this process to its job: a task's is sent, a call's answered.
+    fn hand_turn(&self, model: &'static ModelSpec, turn: Turn) {
+        let Turn { holder, key, tried, call, waited_ms, used } = turn;
+        let mut slots = self.lock();
+        self.pool(&mut slots, model).set_used(used);
+        crate::support::metrics::queue_wait(Duration::from_millis(u64::try_from(waited_ms).unwrap_or(0)));
+        if call {
+            // A call that stopped waiting meanwhile gives its slot back.
+            let answered = slots.calls.remove(&holder).is_some_and(|answer| answer.send(key).is_ok());
+            if !answered {
+                drop(slots);
+                self.give_back(model, key, &holder);
+            }
+            return;
+        }
+        slots.sending.insert(holder.clone());
+        slots.granted.push(Grant { task_id: holder, model, key, tried });
     }
 
     /// Hands the pool's free slots to the jobs next in line (slots counted here).
@@ -422,7 +549,10 @@ impl Capacity {
             .pools
             .iter()
             .map(|(id, pool)| {
-                let waiting = slots.queues.get(id).map(|q| q.depths().map(|(a, n)| (a.to_string(), n)).collect());
+                let waiting = match &self.shared {
+                    Some(_) => slots.depths.get(id).cloned(),
+                    None => slots.queues.get(id).map(|q| q.depths().map(|(a, n)| (a.to_string(), n)).collect()),
+                };
                 (id.0, id.1, pool.slots().collect(), waiting.unwrap_or_default())
             })
             .collect();

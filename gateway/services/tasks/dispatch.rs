@@ -41,7 +41,7 @@ pub async fn sort_claimed(store: &dyn Storage, capacity: &Capacity, claimed: Vec
         };
         if task.waits_for_slot() {
             let weight = queue_weight(store, &task.account).await;
-            capacity.enqueue(&task, weight, model, Vec::new(), false);
+            capacity.enqueue(&task, weight, model, Vec::new(), false).await;
             continue;
         }
         if let Some(key) = task.slot_key() {
@@ -154,7 +154,7 @@ pub async fn wait_for_slot(
         .await?
         .ok_or_else(|| crate::domain::errors::Problem::internal("the task ended before it was queued"))?;
     let weight = queue_weight(&*state.store, &waiting.account).await;
-    state.capacity.enqueue(&waiting, weight, model, Vec::new(), false);
+    state.capacity.enqueue(&waiting, weight, model, Vec::new(), false).await;
     Ok(waiting)
 }
 
@@ -228,7 +228,7 @@ pub async fn run(state: Arc<Gateway>) {
         state.capacity.hand_on_shared().await;
         if overdue_checked.elapsed() >= OVERDUE_EVERY {
             overdue_checked = std::time::Instant::now();
-            for (task_id, model) in state.capacity.overdue(now_ms()) {
+            for (task_id, model) in state.capacity.overdue(now_ms()).await {
                 tokio::task::spawn_local(time_out_waiting(state.clone(), task_id, model));
             }
         }
@@ -283,7 +283,7 @@ async fn requeue(state: &Gateway, task_id: &str, model: &'static ModelSpec, trie
     loop {
         match state.store.task(task_id).await {
             Ok(Some(task)) if task.waits_for_slot() => {
-                return state.capacity.enqueue(&task, 1, model, tried, true);
+                return state.capacity.enqueue(&task, 1, model, tried, true).await;
             }
             Ok(_) => return,
             Err(_) => tokio::time::sleep(STORE_RETRY).await,
@@ -345,7 +345,7 @@ async fn send_waiting(
                 )
                 .await?;
             if waiting.is_some() {
-                state.capacity.enqueue(&sending, 1, model, tried, true);
+                state.capacity.enqueue(&sending, 1, model, tried, true).await;
             }
         }
         Sent::Failed(error) => {
@@ -390,6 +390,6 @@ pub async fn retry_transient(state: &Gateway, task_id: &str, error: &TaskError) 
     crate::support::metrics::failover("transient");
     tracing::info!(task_id, key, code = error.code, "upstream failed the task for its own reasons; sending it again");
     state.capacity.release(task_id, model, key);
-    state.capacity.enqueue(&waiting, 1, model, vec![key], true);
+    state.capacity.enqueue(&waiting, 1, model, vec![key], true).await;
     Ok(true)
 }

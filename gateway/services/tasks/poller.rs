@@ -326,7 +326,10 @@ impl Sweeper {
                         task_id = record.task_id,
                         "a task waiting for an upstream slot was in no line; it waits again"
                     );
-                    self.state.capacity.enqueue(record, 1, model, Vec::new(), false);
+                    let (state, record) = (self.state.clone(), record.clone());
+                    tokio::task::spawn_local(async move {
+                        state.capacity.enqueue(&record, 1, model, Vec::new(), false).await;
+                    });
                 }
                 return;
             }

@@ -85,12 +85,12 @@ pub fn view(task: &TaskRecord) -> Value {
 
 /// Where a task waiting for an upstream slot stands: `{position, ahead_of_you_seconds_estimate}`, the
 /// position counting from 1.
-pub fn queue_place(state: &Gateway, task: &TaskRecord) -> Option<Value> {
+pub async fn queue_place(state: &Gateway, task: &TaskRecord) -> Option<Value> {
     if !task.waits_for_slot() {
         return None;
     }
     let model = crate::domain::catalog::ModelSpec::find(&task.model)?;
-    let place = state.capacity.place(&task.task_id, model)?;
+    let place = state.capacity.place(&task.task_id, model).await?;
     Some(json!({"position": place.ahead + 1, "ahead_of_you_seconds_estimate": place.estimate_seconds}))
 }
 

@@ -21,6 +21,7 @@ mod changes;
 mod group;
 mod import;
 mod ledger;
+mod line;
 mod mirrors;
 mod rates;
 mod replicas;
@@ -43,8 +44,9 @@ use crate::domain::tasks::{
 };
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
-    Accounts, AuditTrail, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted, Ledger,
+    Accounts, AuditTrail, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, InLine, Inserted, Ledger,
     Lifecycle, Purged, Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
+    Turn,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -592,12 +594,14 @@ impl Slots for Store {
         caps: &[u32],
         tried: &[usize],
         holder: &str,
+        behind_line: bool,
     ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
         let take = slots::Take {
             pool: pool.to_string(),
             caps: caps.to_vec(),
             tried: tried.to_vec(),
             holder: holder.to_string(),
+            behind_line,
         };
         let slotter = self.slotter.clone();
         on_runtime(async move { slotter.take(take).await }).await
@@ -611,6 +615,34 @@ impl Slots for Store {
     async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
         let (replica, pool, holder) = (self.replica.id.clone(), pool.to_string(), holder.to_string());
         self.with(move |client| async move { slots::adopt(&client, &replica, &pool, &holder, key).await }).await
+    }
+
+    async fn join_line(&self, job: InLine) -> Result<(), StoreError> {
+        let replica = self.replica.id.clone();
+        self.with(move |mut client| async move { line::join(&mut client, &replica, &job).await }).await
+    }
+
+    async fn take_next(&self, pool: &str, caps: &[u32]) -> Result<Option<Turn>, StoreError> {
+        let (replica, pool, caps) = (self.replica.id.clone(), pool.to_string(), caps.to_vec());
+        self.with(move |mut client| async move { line::take_next(&mut client, &replica, &pool, &caps).await }).await
+    }
+
+    async fn leave_line(&self, holder: &str) -> Result<(), StoreError> {
+        let holder = holder.to_string();
+        self.with(move |client| async move { line::leave(&client, &holder).await }).await
+    }
+
+    async fn ahead_in_line(&self, pool: &str, holder: &str) -> Result<Option<usize>, StoreError> {
+        let (pool, holder) = (pool.to_string(), holder.to_string());
+        self.with(move |client| async move { line::ahead(&client, &pool, &holder).await }).await
+    }
+
+    async fn overdue_in_line(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
+        self.with(move |client| async move { line::overdue(&client, now_ms).await }).await
+    }
+
+    async fn line_depths(&self) -> Result<Vec<(String, String, usize)>, StoreError> {
+        self.with(|client| async move { line::depths(&client).await }).await
     }
 }
 

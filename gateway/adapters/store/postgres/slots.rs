@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 /// Most takes and give-backs one transaction writes.
 const GROUP_AT_MOST: usize = 512;
 
-fn row_id(holder: &str, key: usize) -> String {
+pub(super) fn row_id(holder: &str, key: usize) -> String {
     format!("{holder}/{key}")
 }
 
@@ -37,6 +37,8 @@ pub(super) struct Take {
     pub caps: Vec<u32>,
     pub tried: Vec<usize>,
     pub holder: String,
+    /// Not ahead of jobs waiting in the pool's line.
+    pub behind_line: bool,
 }
 
 enum Op {
@@ -122,13 +124,18 @@ async fn write(
     let mut answers = vec![(None, Vec::new()); takes.len()];
     let (mut holders, mut pools, mut keys) = (Vec::new(), Vec::new(), Vec::new());
     for (pool, asked) in by_pool {
-        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 39))", &[&pool]).await.map_err(db_error)?;
+        lock_pool(&tx, pool).await?;
         // Caps are the same for every take of a pool (one model's, from one config).
         let caps = &takes[asked[0]].caps;
         let mut slots = counted(&tx, pool, caps).await?;
+        let line_waits = asked.iter().any(|i| takes[*i].behind_line) && line_waits(&tx, pool).await?;
         let mut cleared = false;
         for index in asked {
             let take = &takes[index];
+            if take.behind_line && line_waits {
+                answers[index] = (None, slots.slots().map(|(used, _)| used).collect());
+                continue;
+            }
             let mut taken = slots.take(&take.tried);
             if taken.is_none() && !cleared {
                 clear_stale(&tx, pool).await?;
@@ -162,10 +169,25 @@ async fn write(
     Ok(answers)
 }
 
+/// Whether jobs wait in `pool`'s line (`line.rs`).
+async fn line_waits(tx: &Transaction<'_>, pool: &str) -> Result<bool, StoreError> {
+    let row = tx
+        .query_one("SELECT EXISTS (SELECT 1 FROM slot_line WHERE pool = $1)", &[&pool])
+        .await
+        .map_err(db_error)?;
+    Ok(row.get(0))
+}
+
+/// Holds the pool's lock until the transaction ends: takes of its slots and its line go one at a time.
+pub(super) async fn lock_pool(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 39))", &[&pool]).await.map_err(db_error)?;
+    Ok(())
+}
+
 /// Clears the pool's slots of replicas that stopped beating (their tasks are taken over by others, which
 /// adopt the slots of those the upstream still has) and of tasks that have ended (a give-back lost with the
 /// database's last moments, or one that raced an adoption): done when they would keep a task waiting.
-async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
+pub(super) async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
     let alive_since = crate::domain::clock::now_ms() - LEASE_MS;
     tx.execute(
         "DELETE FROM upstream_slots s WHERE pool = $1 AND (replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2) \
@@ -179,7 +201,7 @@ async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError>
 }
 
 /// The pool's slots in use on each key, as its rows count them.
-async fn counted(tx: &Transaction<'_>, pool: &str, caps: &[u32]) -> Result<Pool, StoreError> {
+pub(super) async fn counted(tx: &Transaction<'_>, pool: &str, caps: &[u32]) -> Result<Pool, StoreError> {
     let rows = tx
         .query("SELECT key, count(*) FROM upstream_slots WHERE pool = $1 GROUP BY key", &[&pool])
         .await
