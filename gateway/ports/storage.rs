@@ -480,9 +480,9 @@ pub trait Slots: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// Gives `holder`'s slot on `key` back.
-    async fn give_back_slot(&self, holder: &str, key: usize) -> Result<(), StoreError> {
-        let _ = (holder, key);
+    /// Gives `holder`'s slot of `pool` on `key` back.
+    async fn give_back_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
+        let _ = (pool, holder, key);
         Ok(())
     }
 

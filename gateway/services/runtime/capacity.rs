@@ -94,13 +94,13 @@ pub struct Capacity {
     /// The store that keeps the slots, where processes share it; else they are counted here.
     shared: Option<Arc<dyn Storage>>,
     slots: Mutex<Slots>,
-    /// Woken when a queued task is granted a slot.
-    pub granted: Notify,
+    /// Woken when a queued task is granted a slot, or, where the store keeps the slots, one is given back.
+    pub granted: Arc<Notify>,
 }
 
 impl Capacity {
     pub fn new(upstream: Arc<dyn Upstream>, shared: Option<Arc<dyn Storage>>) -> Capacity {
-        Capacity { upstream, shared, slots: Mutex::default(), granted: Notify::new() }
+        Capacity { upstream, shared, slots: Mutex::default(), granted: Arc::new(Notify::new()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -166,13 +166,16 @@ impl Capacity {
     /// it on.
     pub fn give_back(&self, model: &'static ModelSpec, key: usize, holder: &str) {
         if let Some(store) = self.shared.clone() {
-            let holder = holder.to_string();
+            let (pool, holder, granted) = (pool_name(model), holder.to_string(), self.granted.clone());
             tokio::task::spawn_local(async move {
-                if let Err(e) = store.give_back_slot(&holder, key).await {
-                    tracing::warn!(error = %e, "could not give an upstream slot back; it lapses with this replica");
+                match store.give_back_slot(&pool, &holder, key).await {
+                    // Free now: the line is looked at at once, not at the next moment.
+                    Ok(()) => granted.notify_one(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not give an upstream slot back; it lapses with this replica")
+                    }
                 }
             });
-            self.granted.notify_one();
             return;
         }
         let mut slots = self.lock();

@@ -9,7 +9,7 @@
 
 use super::db_error;
 use super::replicas::LEASE_MS;
-use super::slots::{clear_stale, counted, lock_pool, row_id};
+use super::slots::{clear_stale, counted, hold, lock_pool, row_id};
 use crate::domain::capacity::{start_tag, tag_again};
 use crate::domain::clock::now_ms;
 use crate::ports::storage::{InLine, StoreError, Turn};
@@ -107,6 +107,9 @@ pub(super) async fn take_next(
     caps: &[u32],
 ) -> Result<Option<Turn>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    // Not waiting for the disk: the job is sent only after a later write that does (its attempt, recorded
+    // before the create), and the log is flushed in order, so a turn a crash loses was never acted on.
+    tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(db_error)?;
     lock_pool(&tx, pool).await?;
     let now = now_ms();
     // A call leaves the line when it stops waiting; one whose replica stopped first is cleared here.
@@ -143,13 +146,7 @@ pub(super) async fn take_next(
         tx.commit().await.map_err(db_error)?;
         return Ok(None);
     };
-    tx.execute(
-        "INSERT INTO upstream_slots (holder, pool, key, replica) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (holder) DO UPDATE SET replica = EXCLUDED.replica",
-        &[&row_id(&holder, key), &pool, &i32::try_from(key).unwrap_or(i32::MAX), &replica],
-    )
-    .await
-    .map_err(db_error)?;
+    hold(&tx, replica, &[row_id(&holder, key)], &[pool], &[i32::try_from(key).unwrap_or(i32::MAX)]).await?;
     tx.execute("DELETE FROM slot_line WHERE holder = $1", &[&holder]).await.map_err(db_error)?;
     tx.execute(
         "INSERT INTO slot_line_clocks (pool, now) VALUES ($1, $2) \

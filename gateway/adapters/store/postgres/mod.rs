@@ -607,14 +607,14 @@ impl Slots for Store {
         on_runtime(async move { slotter.take(take).await }).await
     }
 
-    async fn give_back_slot(&self, holder: &str, key: usize) -> Result<(), StoreError> {
-        let (slotter, holder) = (self.slotter.clone(), holder.to_string());
-        on_runtime(async move { slotter.give_back(&holder, key).await }).await
+    async fn give_back_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
+        let (slotter, pool, holder) = (self.slotter.clone(), pool.to_string(), holder.to_string());
+        on_runtime(async move { slotter.give_back(&pool, &holder, key).await }).await
     }
 
     async fn adopt_slot(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
         let (replica, pool, holder) = (self.replica.id.clone(), pool.to_string(), holder.to_string());
-        self.with(move |client| async move { slots::adopt(&client, &replica, &pool, &holder, key).await }).await
+        self.with(move |mut client| async move { slots::adopt(&mut client, &replica, &pool, &holder, key).await }).await
     }
 
     async fn join_line(&self, job: InLine) -> Result<(), StoreError> {

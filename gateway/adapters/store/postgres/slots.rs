@@ -41,9 +41,15 @@ pub(super) struct Take {
     pub behind_line: bool,
 }
 
+/// A give-back asked of the group writer: the slot's pool and row.
+struct GiveBack {
+    pool: String,
+    row: String,
+}
+
 enum Op {
     Take(Take, oneshot::Sender<Taken>),
-    GiveBack(String, oneshot::Sender<Result<(), StoreError>>),
+    GiveBack(GiveBack, oneshot::Sender<Result<(), StoreError>>),
 }
 
 /// Queues takes and give-backs for the group writer; cheap to clone.
@@ -62,11 +68,11 @@ impl Slotter {
                 for op in group {
                     match op {
                         Op::Take(take, reply) => takes.push((take, reply)),
-                        Op::GiveBack(row, reply) => gives.push((row, reply)),
+                        Op::GiveBack(give, reply) => gives.push((give, reply)),
                     }
                 }
                 let (asked, take_replies): (Vec<Take>, Vec<_>) = takes.into_iter().unzip();
-                let (rows, give_replies): (Vec<String>, Vec<_>) = gives.into_iter().unzip();
+                let (rows, give_replies): (Vec<GiveBack>, Vec<_>) = gives.into_iter().unzip();
                 let (connections, replica) = (connections.clone(), replica.clone());
                 let written = group::isolated(async move {
                     let mut client =
@@ -92,10 +98,11 @@ impl Slotter {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Gives `holder`'s slot on `key` back with the next group.
-    pub(super) async fn give_back(&self, holder: &str, key: usize) -> Result<(), StoreError> {
+    /// Gives `holder`'s slot of `pool` on `key` back with the next group.
+    pub(super) async fn give_back(&self, pool: &str, holder: &str, key: usize) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Op::GiveBack(row_id(holder, key), reply)).map_err(|_| stopped())?;
+        let give = GiveBack { pool: pool.to_string(), row: row_id(holder, key) };
+        self.queue.send(Op::GiveBack(give, reply)).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -104,27 +111,42 @@ fn stopped() -> StoreError {
     StoreError::new("the database's slot writer stopped")
 }
 
-/// Gives back `rows` and makes `takes` in one transaction, each pool's takes in the order asked: (the key
-/// each got, the slots then used on each key of its pool).
+/// Gives back `gives` and makes `takes` in one transaction, each pool's takes in the order asked: (the key
+/// each got, the slots then used on each key of its pool). Every pool the group touches is locked first, in
+/// name order, so the slots' rows and counts only ever change under their pool's lock.
 async fn write(
     client: &mut Object,
     replica: &str,
     takes: &[Take],
-    rows: &[String],
+    gives: &[GiveBack],
 ) -> Result<Vec<(Option<usize>, Vec<u32>)>, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(db_error)?;
-    if !rows.is_empty() {
-        tx.execute("DELETE FROM upstream_slots WHERE holder = ANY($1)", &[&rows]).await.map_err(db_error)?;
-    }
     let mut by_pool: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, take) in takes.iter().enumerate() {
         by_pool.entry(take.pool.as_str()).or_default().push(index);
     }
+    for give in gives {
+        by_pool.entry(give.pool.as_str()).or_default();
+    }
+    for pool in by_pool.keys() {
+        lock_pool(&tx, pool).await?;
+    }
+    if !gives.is_empty() {
+        let rows: Vec<&str> = gives.iter().map(|give| give.row.as_str()).collect();
+        tx.execute(
+            "WITH gone AS (DELETE FROM upstream_slots WHERE holder = ANY($1) RETURNING pool, key) \
+             UPDATE upstream_slot_counts c SET used = GREATEST(c.used - g.n, 0) \
+             FROM (SELECT pool, key, count(*)::int AS n FROM gone GROUP BY pool, key) g \
+             WHERE c.pool = g.pool AND c.key = g.key",
+            &[&rows],
+        )
+        .await
+        .map_err(db_error)?;
+    }
     let mut answers = vec![(None, Vec::new()); takes.len()];
     let (mut holders, mut pools, mut keys) = (Vec::new(), Vec::new(), Vec::new());
-    for (pool, asked) in by_pool {
-        lock_pool(&tx, pool).await?;
+    for (pool, asked) in by_pool.into_iter().filter(|(_, asked)| !asked.is_empty()) {
         // Caps are the same for every take of a pool (one model's, from one config).
         let caps = &takes[asked[0]].caps;
         let mut slots = counted(&tx, pool, caps).await?;
@@ -155,26 +177,42 @@ async fn write(
             answers[index] = (taken, slots.slots().map(|(used, _)| used).collect());
         }
     }
-    if !holders.is_empty() {
-        tx.execute(
-            "INSERT INTO upstream_slots (holder, pool, key, replica) \
-             SELECT h, p, k, $4 FROM unnest($1::text[], $2::text[], $3::int[]) AS u(h, p, k) \
-             ON CONFLICT (holder) DO UPDATE SET replica = EXCLUDED.replica",
-            &[&holders, &pools, &keys, &replica],
-        )
-        .await
-        .map_err(db_error)?;
-    }
+    hold(&tx, replica, &holders, &pools, &keys).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(answers)
 }
 
+/// Writes the slots `holders` hold (on `pools` and `keys`, one each) as `replica`'s, counting those new to
+/// their pool's key; the caller holds their pools' locks.
+pub(super) async fn hold(
+    tx: &Transaction<'_>,
+    replica: &str,
+    holders: &[String],
+    pools: &[&str],
+    keys: &[i32],
+) -> Result<(), StoreError> {
+    if holders.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "WITH held AS (INSERT INTO upstream_slots (holder, pool, key, replica) \
+             SELECT h, p, k, $4 FROM unnest($1::text[], $2::text[], $3::int[]) AS u(h, p, k) \
+             ON CONFLICT (holder) DO UPDATE SET replica = EXCLUDED.replica \
+             RETURNING pool, key, xmax = 0 AS fresh) \
+         INSERT INTO upstream_slot_counts (pool, key, used) \
+         SELECT pool, key, count(*) FROM held WHERE fresh GROUP BY pool, key \
+         ON CONFLICT (pool, key) DO UPDATE SET used = upstream_slot_counts.used + EXCLUDED.used",
+        &[&holders, &pools, &keys, &replica],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
 /// Whether jobs wait in `pool`'s line (`line.rs`).
 async fn line_waits(tx: &Transaction<'_>, pool: &str) -> Result<bool, StoreError> {
-    let row = tx
-        .query_one("SELECT EXISTS (SELECT 1 FROM slot_line WHERE pool = $1)", &[&pool])
-        .await
-        .map_err(db_error)?;
+    let row =
+        tx.query_one("SELECT EXISTS (SELECT 1 FROM slot_line WHERE pool = $1)", &[&pool]).await.map_err(db_error)?;
     Ok(row.get(0))
 }
 
@@ -189,7 +227,7 @@ pub(super) async fn lock_pool(tx: &Transaction<'_>, pool: &str) -> Result<(), St
 /// database's last moments, or one that raced an adoption): done when they would keep a task waiting.
 pub(super) async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
     let alive_since = crate::domain::clock::now_ms() - LEASE_MS;
-    tx.execute(
+    let cleared = tx.execute(
         "DELETE FROM upstream_slots s WHERE pool = $1 AND (replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2) \
          OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = split_part(s.holder, '/', 1) \
          AND t.status IN ('queued', 'running')))",
@@ -197,37 +235,43 @@ pub(super) async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), 
     )
     .await
     .map_err(db_error)?;
+    if cleared == 0 {
+        return Ok(());
+    }
+    // Counted again from the rows left.
+    tx.execute(
+        "WITH counted AS (SELECT key, count(*)::int AS n FROM upstream_slots WHERE pool = $1 GROUP BY key) \
+         UPDATE upstream_slot_counts c SET used = COALESCE((SELECT n FROM counted WHERE counted.key = c.key), 0) \
+         WHERE c.pool = $1",
+        &[&pool],
+    )
+    .await
+    .map_err(db_error)?;
     Ok(())
 }
 
-/// The pool's slots in use on each key, as its rows count them.
+/// The pool's slots in use on each key, as its counts keep them (a row per key, kept with the slots' rows:
+/// counting the rows on each take read every running task's).
 pub(super) async fn counted(tx: &Transaction<'_>, pool: &str, caps: &[u32]) -> Result<Pool, StoreError> {
-    let rows = tx
-        .query("SELECT key, count(*) FROM upstream_slots WHERE pool = $1 GROUP BY key", &[&pool])
-        .await
-        .map_err(db_error)?;
+    let rows =
+        tx.query("SELECT key, used FROM upstream_slot_counts WHERE pool = $1", &[&pool]).await.map_err(db_error)?;
     let mut slots = Pool::new(caps.to_vec());
     for row in rows {
-        let (key, count): (i32, i64) = (row.get(0), row.get(1));
-        (0..count).for_each(|_| slots.hold(usize::try_from(key).unwrap_or(usize::MAX)));
+        let (key, used): (i32, i32) = (row.get(0), row.get(1));
+        (0..used).for_each(|_| slots.hold(usize::try_from(key).unwrap_or(usize::MAX)));
     }
     Ok(slots)
 }
 
 pub(super) async fn adopt(
-    client: &Object,
+    client: &mut Object,
     replica: &str,
     pool: &str,
     holder: &str,
     key: usize,
 ) -> Result<(), StoreError> {
-    client
-        .execute(
-            "INSERT INTO upstream_slots (holder, pool, key, replica) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (holder) DO UPDATE SET replica = $4",
-            &[&row_id(holder, key), &pool, &(key as i32), &replica],
-        )
-        .await
-        .map_err(db_error)?;
-    Ok(())
+    let tx = client.transaction().await.map_err(db_error)?;
+    lock_pool(&tx, pool).await?;
+    hold(&tx, replica, &[row_id(holder, key)], &[pool], &[i32::try_from(key).unwrap_or(i32::MAX)]).await?;
+    tx.commit().await.map_err(db_error)
 }
