@@ -49,6 +49,10 @@ impl Replicas {
     }
 
     fn serve(&self, n: usize) -> Demo {
+        self.serve_with(n, &[])
+    }
+
+    fn serve_with(&self, n: usize, env: &[(&str, &str)]) -> Demo {
         let config = format!(
             "store: {{url: '{}'}}\n\
              upstreams:\n  cn-beijing: {{base_url: '{}/cn-beijing', api_key_env: REPLICA_SIM_KEYS{}}}\n\
@@ -56,11 +60,9 @@ impl Replicas {
              poller: {{queries_per_second: {LIMIT}, min_interval_ms: 200, max_interval_ms: 1000, sweep_interval_ms: 100}}\n{}",
             self.url, self.simulator, self.upstream, self.extra
         );
-        Demo::serve(
-            &self.tmp.path().join(format!("replica-{n}")),
-            &config,
-            &[("REPLICA_SIM_KEYS", KEYS), ("MEDIAGATE_LOG", "warn,mediagate::services::tasks=debug")],
-        )
+        let mut env = env.to_vec();
+        env.extend([("REPLICA_SIM_KEYS", KEYS), ("MEDIAGATE_LOG", "warn,mediagate::services::tasks=debug")]);
+        Demo::serve(&self.tmp.path().join(format!("replica-{n}")), &config, &env)
     }
 
     /// Runs `f` on replica `n`, if it is up.
@@ -75,7 +77,12 @@ impl Replicas {
     }
 
     fn restart(&self, n: usize) {
-        *self.gateways[n].write().unwrap() = Some(self.serve(n));
+        self.restart_with(n, &[]);
+    }
+
+    fn restart_with(&self, n: usize, env: &[(&str, &str)]) {
+        self.kill(n);
+        *self.gateways[n].write().unwrap() = Some(self.serve_with(n, env));
     }
 
     fn status(&self, n: usize, path: &str) -> u16 {
@@ -360,6 +367,51 @@ fn a_small_accounts_job_on_one_replica_is_served_in_turn_across_a_backlog_on_the
         let ended = replicas.on(1, |demo| demo.wait_terminal_as(key, id, Duration::from_secs(120))).unwrap();
         assert_eq!(ended["status"], "success", "{ended}");
     }
+}
+
+/// A replica that stops just after the line handed it a slot for a job, before sending the job, loses
+/// neither: the job goes back in line (the replica that claims it finds no live replica sending it) and is
+/// sent once, and the stopped replica's slot is cleared.
+#[test]
+fn a_job_whose_turn_went_to_a_replica_that_stopped_before_sending_it_is_sent_by_another() {
+    let cluster = Cluster::start();
+    let simulator = common::simulator("0.25", &["--keys", "2", "--concurrency", "1"]);
+    let upstream = ", concurrency: {default: 1}";
+    let replicas = Replicas::start_with(&cluster.url("postgres"), &simulator.address(), upstream, "");
+    replicas.restart_with(1, &[("MEDIAGATE_FAILPOINT", "after-turn")]);
+    let key = replicas.on(0, |demo| demo.account("acme", BALANCE, 0, 0)).unwrap();
+    let submit = |prompt: &str| {
+        let body = json!({"model": "alpha2.6-t2v_t2v", "prompt": prompt, "duration": 2});
+        let reply = replicas.on(0, |demo| demo.post_as(&key, "/v1/videos/generations", &body)).unwrap();
+        assert_eq!(reply.status, 200, "{}", reply.json);
+        reply.json
+    };
+    let held: Vec<Value> = (0..2).map(|i| submit(&format!("held {i} sim:slow"))).collect();
+    let waiting = submit("waiting");
+    assert!(waiting.get("queue").is_some(), "both slots are held: {waiting}");
+    // Replica 1 alone is left to take the waiting job's turn when a slot frees, and stops there.
+    replicas.kill(0);
+    replicas.kill(2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while replicas.on(1, |demo| demo.try_raw("GET", "/healthz", None, "", &[]).is_ok()).unwrap() {
+        assert!(std::time::Instant::now() < deadline, "replica 1 never took the waiting job's turn");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    replicas.kill(1);
+    replicas.restart(0);
+    for task in held.iter().chain([&waiting]) {
+        let id = task["task_id"].as_str().unwrap();
+        let ended = replicas.on(0, |demo| demo.wait_terminal_as(&key, id, Duration::from_secs(120))).unwrap();
+        assert_eq!(ended["status"], "success", "{ended}");
+    }
+    let stats = common::get_json(&format!("{}/_sim/capacity-stats", simulator.address()));
+    let accepted: u64 = stats["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["models"]["alpha2.6-t2v"]["accepted"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(accepted, 3, "each job was sent once: {stats}");
 }
 
 /// `mediagate store copy` moves a stopped gateway's embedded store into an empty PostgreSQL database, and a

@@ -475,6 +475,13 @@ pub trait Slots: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// Of `waiting` (task ids, each with its pool's count of keys), those neither in a line nor holding a
+    /// slot of a live process (one handed a slot by a process that stopped before sending it).
+    async fn missing_from_line(&self, waiting: &[(String, usize)]) -> Result<Vec<String>, StoreError> {
+        let _ = waiting;
+        Ok(Vec::new())
+    }
+
     /// Jobs waiting per pool and account.
     async fn line_depths(&self) -> Result<Vec<(String, String, usize)>, StoreError> {
         Ok(Vec::new())

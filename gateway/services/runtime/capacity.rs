@@ -238,12 +238,14 @@ impl Capacity {
         slots.queues.get(&id).is_some_and(|q| !q.is_empty()) || slots.depths.get(&id).is_some_and(|d| !d.is_empty())
     }
 
-    /// The upstream reports `task_id` ended, before this process has written it so: its slot is free on the
-    /// upstream now, and goes to the next in line without waiting for the results to be read and the task
-    /// settled. Counted here only: where the store keeps the slots, the task's end gives its slot back.
-    pub fn ended_upstream(&self, task_id: &str) {
-        if self.shared.is_none() {
-            self.let_go(task_id);
+    /// The upstream reports `task_id` ended, before this process has written it so: its slot (on `key`) is
+    /// free on the upstream now, and goes to the next in line without waiting for the results to be read and
+    /// the task settled. Where the store keeps the slots, the give-back at the task's end then finds none.
+    pub fn ended_upstream(&self, task_id: &str, model: &'static ModelSpec, key: Option<usize>) {
+        match (&self.shared, key) {
+            (None, _) => self.let_go(task_id),
+            (Some(_), Some(key)) => self.give_back(model, key, task_id),
+            (Some(_), None) => {}
         }
     }
 
@@ -441,14 +443,32 @@ impl Capacity {
         self.lock().sending.remove(task_id);
     }
 
-    /// Whether this process has the task in a line or is sending it; where the store keeps the line, a task
-    /// is the line's, which keeps it until it is sent.
-    pub fn has(&self, task_id: &str) -> bool {
-        if self.shared.is_some() {
-            return true;
+    /// Of `waiting` (tasks waiting for a slot), those in no line and sent by no process.
+    pub async fn lost(&self, waiting: Vec<TaskRecord>) -> Vec<TaskRecord> {
+        if waiting.is_empty() {
+            return waiting;
         }
-        let slots = self.lock();
-        slots.sending.contains(task_id) || slots.queued.contains(task_id)
+        let Some(store) = &self.shared else {
+            let slots = self.lock();
+            return waiting
+                .into_iter()
+                .filter(|t| !slots.sending.contains(&t.task_id) && !slots.queued.contains(&t.task_id))
+                .collect();
+        };
+        let asked: Vec<(String, usize)> = waiting
+            .iter()
+            .filter_map(|t| {
+                let model = ModelSpec::find(&t.model)?;
+                Some((t.task_id.clone(), self.pool(&mut self.lock(), model).slots().count()))
+            })
+            .collect();
+        match store.missing_from_line(&asked).await {
+            Ok(missing) => waiting.into_iter().filter(|t| missing.contains(&t.task_id)).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check the upstream slots' line");
+                Vec::new()
+            }
+        }
     }
 
     /// The queued tasks granted a slot since the last call.

@@ -52,6 +52,18 @@ pub async fn sort_claimed(store: &dyn Storage, capacity: &Capacity, claimed: Vec
     polled
 }
 
+/// Puts back in line the tasks leased to this process that wait for a slot and that no line holds nor any
+/// process sends: lost by a bug, or, where the store keeps the line, handed a slot by a replica that stopped
+/// before sending them.
+pub async fn rejoin_lost(state: &Gateway, waiting: Vec<TaskRecord>) {
+    for task in state.capacity.lost(waiting).await {
+        let Some(model) = ModelSpec::find(&task.model) else { continue };
+        tracing::warn!(task_id = task.task_id, "a task waiting for an upstream slot was in no line; it waits again");
+        let weight = queue_weight(&*state.store, &task.account).await;
+        state.capacity.enqueue(&task, weight, model, Vec::new(), false).await;
+    }
+}
+
 /// What sending a job came to.
 pub enum Sent {
     /// Key `key` took it.
@@ -240,6 +252,7 @@ pub async fn run(state: Arc<Gateway>) {
 
 async fn send_granted(state: Arc<Gateway>, grant: Grant) {
     let Grant { task_id, model, key, tried } = grant;
+    crate::support::failpoint::reached("after-turn");
     let _sent = scopeguard::guard((state.clone(), task_id.clone()), |(state, task_id)| state.capacity.sent(&task_id));
     let sent = match state.store.task(&task_id).await {
         Ok(Some(task)) if task.waits_for_slot() => {

@@ -111,7 +111,10 @@ async fn check_leases(state: Arc<Gateway>) {
             Ok(None) => return,
             Ok(Some(tasks)) => {
                 after = tasks.last().map(|t| t.task_id.clone());
-                state.poller.add_leased(tasks);
+                // A task waiting for an upstream slot is the line's, not the poller's.
+                let (waiting, polled) = tasks.into_iter().partition(TaskRecord::waits_for_slot);
+                super::dispatch::rejoin_lost(&state, waiting).await;
+                state.poller.add_leased(polled);
             }
             Err(e) => tracing::warn!(error = %e, "could not read the tasks leased to this process"),
         }
@@ -316,23 +319,6 @@ impl Sweeper {
     /// one queued behind others for a slot keeps its place.
     fn track_missing(&mut self, record: &TaskRecord) {
         let Some(slot) = self.tracker.slot_of(&record.task_id) else {
-            // A task waiting for an upstream slot is the line's, not the poller's: this process's line, since
-            // it holds the task's lease. One the line lost (a bug) goes back in it.
-            if record.waits_for_slot() {
-                if let Some(model) = ModelSpec::find(&record.model)
-                    && !self.state.capacity.has(&record.task_id)
-                {
-                    tracing::warn!(
-                        task_id = record.task_id,
-                        "a task waiting for an upstream slot was in no line; it waits again"
-                    );
-                    let (state, record) = (self.state.clone(), record.clone());
-                    tokio::task::spawn_local(async move {
-                        state.capacity.enqueue(&record, 1, model, Vec::new(), false).await;
-                    });
-                }
-                return;
-            }
             if !record.status.is_terminal() {
                 tracing::debug!(task_id = record.task_id, "a task leased to this process was not polled; polling it");
                 self.track(record, now_ms());
@@ -610,7 +596,8 @@ impl Sweeper {
         if task.holder != ticket && task.holder != IDLE {
             return;
         }
-        let (holder, region, task_id) = (task.holder, task.model.region, task.task_id.clone());
+        let (holder, region, task_id, model, key) =
+            (task.holder, task.model.region, task.task_id.clone(), task.model, task.key);
         if let Some(created) = listed.gmt_create {
             self.tracker.set_upstream_created(slot, created);
         }
@@ -625,7 +612,7 @@ impl Sweeper {
             // Ended (or a word this gateway does not know): the task query tells the rest.
             ListedStatus::Ended | ListedStatus::Unrecognized => {
                 if matches!(listed.status, ListedStatus::Ended) {
-                    self.state.capacity.ended_upstream(&task_id);
+                    self.state.capacity.ended_upstream(&task_id, model, key.map(usize::from));
                 }
                 let fetch = self.ticket();
                 self.tracker.hold(slot, fetch);

@@ -27,9 +27,9 @@ fn keys_of(tried: Vec<i32>) -> Vec<usize> {
     tried.into_iter().filter_map(|k| usize::try_from(k).ok()).collect()
 }
 
-/// Puts `job` in its pool's line, unless it is there already, or another replica holds a slot for it (it
-/// is sending it: this replica claimed the task from one that stopped just as the other took its turn). A
-/// slot of this replica's is one it is giving back.
+/// Puts `job` in its pool's line, unless it is there already, or another live replica holds a slot for it
+/// (it is sending it: this replica claimed the task from one that stopped just as the other took its turn).
+/// A slot of this replica's is one it is giving back; one of a replica that stopped, one it never used.
 pub(super) async fn join(client: &mut Object, replica: &str, job: &InLine) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     lock_pool(&tx, &job.pool).await?;
@@ -37,8 +37,9 @@ pub(super) async fn join(client: &mut Object, replica: &str, job: &InLine) -> Re
     let present = tx
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM slot_line WHERE holder = $1) \
-             OR EXISTS (SELECT 1 FROM upstream_slots WHERE holder = ANY($2) AND replica <> $3)",
-            &[&job.holder, &holders, &replica],
+             OR EXISTS (SELECT 1 FROM upstream_slots s JOIN replicas r ON r.id = s.replica \
+             WHERE s.holder = ANY($2) AND s.replica <> $3 AND r.seen_ms >= $4)",
+            &[&job.holder, &holders, &replica, &(now_ms() - LEASE_MS)],
         )
         .await
         .map_err(db_error)?;
@@ -194,4 +195,26 @@ pub(super) async fn depths(client: &Object) -> Result<Vec<(String, String, usize
         .into_iter()
         .map(|row| (row.get(0), row.get(1), usize::try_from(row.get::<_, i64>(2)).unwrap_or(usize::MAX)))
         .collect())
+}
+
+pub(super) async fn missing(client: &Object, waiting: &[(String, usize)]) -> Result<Vec<String>, StoreError> {
+    let (mut tasks, mut rows) = (Vec::new(), Vec::new());
+    for (task, keys) in waiting {
+        for key in 0..*keys {
+            tasks.push(task.as_str());
+            rows.push(row_id(task, key));
+        }
+    }
+    let rows = client
+        .query(
+            "WITH asked AS (SELECT * FROM unnest($1::text[], $2::text[]) AS u(task, slot)) \
+             SELECT task FROM asked a WHERE NOT EXISTS (SELECT 1 FROM slot_line l WHERE l.holder = a.task) \
+             EXCEPT \
+             SELECT task FROM asked a JOIN upstream_slots s ON s.holder = a.slot \
+             JOIN replicas r ON r.id = s.replica AND r.seen_ms >= $3",
+            &[&tasks, &rows, &(now_ms() - LEASE_MS)],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.into_iter().map(|row| row.get(0)).collect())
 }

@@ -641,6 +641,11 @@ impl Slots for Store {
         self.with(move |client| async move { line::overdue(&client, now_ms).await }).await
     }
 
+    async fn missing_from_line(&self, waiting: &[(String, usize)]) -> Result<Vec<String>, StoreError> {
+        let waiting = waiting.to_vec();
+        self.with(move |client| async move { line::missing(&client, &waiting).await }).await
+    }
+
     async fn line_depths(&self) -> Result<Vec<(String, String, usize)>, StoreError> {
         self.with(|client| async move { line::depths(&client).await }).await
     }

@@ -149,8 +149,10 @@ async fn write(
     for (pool, asked) in by_pool.into_iter().filter(|(_, asked)| !asked.is_empty()) {
         // Caps are the same for every take of a pool (one model's, from one config).
         let caps = &takes[asked[0]].caps;
-        let mut slots = counted(&tx, pool, caps).await?;
-        let line_waits = asked.iter().any(|i| takes[*i].behind_line) && line_waits(&tx, pool).await?;
+        // Both asked at once: one round trip.
+        let behind_line = asked.iter().any(|i| takes[*i].behind_line);
+        let (mut slots, line_waits) =
+            tokio::try_join!(counted(&tx, pool, caps), async { Ok(behind_line && line_waits(&tx, pool).await?) })?;
         let mut cleared = false;
         for index in asked {
             let take = &takes[index];
