@@ -32,6 +32,10 @@ fn keys_of(tried: Vec<i32>) -> Vec<usize> {
 /// A slot of this replica's is one it is giving back; one of a replica that stopped, one it never used.
 pub(super) async fn join(client: &mut Object, replica: &str, job: &InLine) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    // Not waiting for the disk, which would hold the pool's lock through the flush: the task is durably
+    // `queued` already, and one a crash leaves in no line is put back by its lease holder's next check
+    // (`dispatch::rejoin_lost`).
+    tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(db_error)?;
     lock_pool(&tx, &job.pool).await?;
     let holders: Vec<String> = (0..job.keys).map(|key| row_id(&job.holder, key)).collect();
     let present = tx
