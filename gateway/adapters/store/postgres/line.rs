@@ -13,10 +13,7 @@ use super::slots::{clear_stale, counted, hold, lock_pool, row_id};
 use crate::domain::capacity::{start_tag, tag_again};
 use crate::domain::clock::now_ms;
 use crate::ports::storage::{InLine, StoreError, Turn};
-use deadpool_postgres::{Object, Transaction};
-use std::collections::{HashMap, HashSet};
-
-type Param<'a> = dyn tokio_postgres::types::ToSql + Sync + 'a;
+use deadpool_postgres::Object;
 
 fn to_db(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -30,122 +27,80 @@ fn keys_of(tried: Vec<i32>) -> Vec<usize> {
     tried.into_iter().filter_map(|k| usize::try_from(k).ok()).collect()
 }
 
-/// Puts `jobs` in `pool`'s line, whose lock the caller holds, each unless it is there already or another
-/// live replica holds a slot for it (it is sending it: this replica claimed the task from one that stopped
-/// just as the other took its turn). A slot of this replica's is one it is giving back; one of a replica that
-/// stopped, one it never used. Tags are given in the order the jobs came.
-pub(super) async fn join(tx: &Transaction<'_>, replica: &str, pool: &str, jobs: &[&InLine]) -> Result<(), StoreError> {
-    let (mut tasks, mut rows) = (Vec::new(), Vec::new());
-    for job in jobs {
-        for key in 0..job.keys.max(1) {
-            tasks.push(job.holder.as_str());
-            rows.push(row_id(&job.holder, key));
-        }
+/// Puts `job` in its pool's line, unless it is there already, or another live replica holds a slot for it
+/// (it is sending it: this replica claimed the task from one that stopped just as the other took its turn).
+/// A slot of this replica's is one it is giving back; one of a replica that stopped, one it never used.
+pub(super) async fn join(client: &mut Object, replica: &str, job: &InLine) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    // Not waiting for the disk, which would hold the pool's lock through the flush: the task is durably
+    // `queued` already, and one a crash leaves in no line is put back by its lease holder's next check
+    // (`dispatch::rejoin_lost`).
+    tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(db_error)?;
+    lock_pool(&tx, &job.pool).await?;
+    let holders: Vec<String> = (0..job.keys).map(|key| row_id(&job.holder, key)).collect();
+    let present = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM slot_line WHERE holder = $1) \
+             OR EXISTS (SELECT 1 FROM upstream_slots s JOIN replicas r ON r.id = s.replica \
+             WHERE s.holder = ANY($2) AND s.replica <> $3 AND r.seen_ms >= $4)",
+            &[&job.holder, &holders, &replica, &(now_ms() - LEASE_MS)],
+        )
+        .await
+        .map_err(db_error)?;
+    if present.get::<_, bool>(0) {
+        return tx.commit().await.map_err(db_error);
     }
-    let accounts: Vec<&str> = jobs.iter().map(|job| job.account.as_str()).collect();
-    let alive_since = now_ms() - LEASE_MS;
-    let asked: [&Param<'_>; 4] = [&tasks, &rows, &replica, &alive_since];
-    let (of_pool, of_accounts): ([&Param<'_>; 1], [&Param<'_>; 2]) = ([&pool], [&pool, &accounts]);
-    // Asked at once: one round trip.
-    let (present, clock, next_tags, firsts) = tokio::try_join!(
-        tx.query(
-            "WITH asked AS (SELECT * FROM unnest($1::text[], $2::text[]) AS u(task, slot)) \
-             SELECT task FROM asked a WHERE EXISTS (SELECT 1 FROM slot_line l WHERE l.holder = a.task) \
-             UNION SELECT task FROM asked a JOIN upstream_slots s ON s.holder = a.slot \
-             JOIN replicas r ON r.id = s.replica WHERE s.replica <> $3 AND r.seen_ms >= $4",
-            &asked,
-        ),
-        tx.query_opt("SELECT now FROM slot_line_clocks WHERE pool = $1", &of_pool),
-        tx.query(
-            "SELECT account, next_tag FROM slot_line_accounts WHERE pool = $1 AND account = ANY($2)",
-            &of_accounts
-        ),
-        tx.query(
-            "SELECT account, min(tag) FROM slot_line WHERE pool = $1 AND account = ANY($2) GROUP BY account",
-            &of_accounts,
-        ),
-    )
-    .map_err(db_error)?;
-    let mut present: HashSet<String> = present.into_iter().map(|row| row.get(0)).collect();
-    let now = clock.map_or(0, |row| from_db(row.get(0)));
-    let mut next_tags: HashMap<String, u64> =
-        next_tags.into_iter().map(|row| (row.get(0), from_db(row.get(1)))).collect();
-    let firsts: HashMap<String, u64> = firsts.into_iter().map(|row| (row.get(0), from_db(row.get(1)))).collect();
-    let mut line = Lined::default();
-    for job in jobs {
-        // One holder once, whatever the group asked.
-        if !present.insert(job.holder.clone()) {
-            continue;
-        }
-        let tag = if job.again {
-            tag_again(firsts.get(&job.account).copied(), now)
-        } else {
-            let (tag, next) = start_tag(next_tags.get(&job.account).copied(), now, job.weight);
-            next_tags.insert(job.account.clone(), next);
-            tag
-        };
-        line.push(job, tag, replica);
-    }
-    if line.holders.is_empty() {
-        return Ok(());
-    }
-    let (accounts, tags): (Vec<&String>, Vec<i64>) = next_tags.iter().map(|(a, t)| (a, to_db(*t))).unzip();
+    let now = tx
+        .query_opt("SELECT now FROM slot_line_clocks WHERE pool = $1", &[&job.pool])
+        .await
+        .map_err(db_error)?
+        .map_or(0, |row| from_db(row.get(0)));
+    let tag = if job.again {
+        let first = tx
+            .query_one("SELECT min(tag) FROM slot_line WHERE pool = $1 AND account = $2", &[&job.pool, &job.account])
+            .await
+            .map_err(db_error)?;
+        tag_again(first.get::<_, Option<i64>>(0).map(from_db), now)
+    } else {
+        let next = tx
+            .query_opt(
+                "SELECT next_tag FROM slot_line_accounts WHERE pool = $1 AND account = $2",
+                &[&job.pool, &job.account],
+            )
+            .await
+            .map_err(db_error)?;
+        let (tag, next) = start_tag(next.map(|row| from_db(row.get(0))), now, job.weight);
+        tx.execute(
+            "INSERT INTO slot_line_accounts (pool, account, next_tag) VALUES ($1, $2, $3) \
+             ON CONFLICT (pool, account) DO UPDATE SET next_tag = EXCLUDED.next_tag",
+            &[&job.pool, &job.account, &to_db(next)],
+        )
+        .await
+        .map_err(db_error)?;
+        tag
+    };
+    let tried: Vec<i32> = job.tried.iter().map(|k| i32::try_from(*k).unwrap_or(i32::MAX)).collect();
+    let call_replica = job.call.then_some(replica);
+    // A job waiting again goes before its account's others of the same tag.
+    let arrival: Option<i64> = job.again.then_some(0);
     tx.execute(
         "INSERT INTO slot_line (holder, pool, account, tag, arrival, tried, deadline_ms, since_ms, replica) \
-         SELECT h, $2, a, t, COALESCE(v, nextval('slot_line_arrival_seq')), \
-                COALESCE((SELECT array_agg(e::int) FROM unnest(string_to_array(NULLIF(k, ''), ',')) AS e), '{}'), \
-                d, $9, NULLIF(r, '') \
-         FROM unnest($1::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[], $8::text[]) \
-              AS u(h, a, t, v, k, d, r)",
+         VALUES ($1, $2, $3, $4, COALESCE($5, nextval('slot_line_arrival_seq')), $6, $7, $8, $9)",
         &[
-            &line.holders,
-            &pool,
-            &line.accounts,
-            &line.tags,
-            &line.arrivals,
-            &line.tried,
-            &line.deadlines,
-            &line.calls,
+            &job.holder,
+            &job.pool,
+            &job.account,
+            &to_db(tag),
+            &arrival,
+            &tried,
+            &job.deadline_ms,
             &now_ms(),
+            &call_replica,
         ],
     )
     .await
     .map_err(db_error)?;
-    tx.execute(
-        "INSERT INTO slot_line_accounts (pool, account, next_tag) SELECT $1, a, t FROM unnest($2::text[], $3::bigint[]) AS u(a, t) \
-         ON CONFLICT (pool, account) DO UPDATE SET next_tag = EXCLUDED.next_tag",
-        &[&pool, &accounts, &tags],
-    )
-    .await
-    .map_err(db_error)?;
-    Ok(())
-}
-
-/// The rows a group puts in a line, column by column.
-#[derive(Default)]
-struct Lined {
-    holders: Vec<String>,
-    accounts: Vec<String>,
-    tags: Vec<i64>,
-    /// 0 for a job waiting again (before its account's others of the same tag), else the next arrival.
-    arrivals: Vec<Option<i64>>,
-    /// Keys tried, comma-separated.
-    tried: Vec<String>,
-    deadlines: Vec<i64>,
-    /// A call's replica, or empty for a task.
-    calls: Vec<String>,
-}
-
-impl Lined {
-    fn push(&mut self, job: &InLine, tag: u64, replica: &str) {
-        self.holders.push(job.holder.clone());
-        self.accounts.push(job.account.clone());
-        self.tags.push(to_db(tag));
-        self.arrivals.push(job.again.then_some(0));
-        self.tried.push(job.tried.iter().map(usize::to_string).collect::<Vec<_>>().join(","));
-        self.deadlines.push(job.deadline_ms);
-        self.calls.push(if job.call { replica.to_string() } else { String::new() });
-    }
+    tx.commit().await.map_err(db_error)
 }
 
 /// Hands a free slot of `pool` to the job next in its line (a task, or one of `replica`'s calls), in one

@@ -26,7 +26,6 @@ mod mirrors;
 mod rates;
 mod replicas;
 mod retention;
-mod slot_writer;
 mod slots;
 mod tasks;
 mod webhooks;
@@ -112,7 +111,7 @@ pub struct Store {
     changes: changes::Changes,
     batcher: batch::Batcher,
     adder: adds::Adder,
-    slotter: slot_writer::Slotter,
+    slotter: slots::Slotter,
     /// The tasks the last claim gave this replica's poller.
     taken: Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -160,7 +159,7 @@ impl Store {
             let max_in_flight = i32::try_from(options.max_in_flight_per_account).unwrap_or(i32::MAX);
             let batcher = batch::Batcher::start(pool.clone());
             let adder = adds::Adder::start(pool.clone(), replica.id.clone());
-            let slotter = slot_writer::Slotter::start(pool.clone(), replica.id.clone());
+            let slotter = slots::Slotter::start(pool.clone(), replica.id.clone());
             let (rates, taken) = (Arc::default(), Arc::default());
             Ok(Store { pool, max_in_flight, replica, keys, rates, changes, batcher, adder, slotter, taken })
         })
@@ -597,7 +596,7 @@ impl Slots for Store {
         holder: &str,
         behind_line: bool,
     ) -> Result<(Option<usize>, Vec<u32>), StoreError> {
-        let take = slot_writer::Take {
+        let take = slots::Take {
             pool: pool.to_string(),
             caps: caps.to_vec(),
             tried: tried.to_vec(),
@@ -619,8 +618,8 @@ impl Slots for Store {
     }
 
     async fn join_line(&self, job: InLine) -> Result<(), StoreError> {
-        let slotter = self.slotter.clone();
-        on_runtime(async move { slotter.join(job).await }).await
+        let replica = self.replica.id.clone();
+        self.with(move |mut client| async move { line::join(&mut client, &replica, &job).await }).await
     }
 
     async fn take_next(&self, pool: &str, caps: &[u32]) -> Result<Option<Turn>, StoreError> {
