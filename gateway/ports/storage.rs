@@ -444,7 +444,7 @@ pub trait Slots: Send + Sync {
         Err(StoreError::new("this store keeps no upstream slots"))
     }
 
-    /// Puts a job in its pool's line, durably; one already there, or holding a slot, stays as it is.
+    /// Puts a job in its pool's line; one already there, or one another live process sends, stays as it is.
     async fn join_line(&self, job: InLine) -> Result<(), StoreError> {
         let _ = job;
         Err(StoreError::new("this store keeps no line for upstream slots"))

@@ -260,8 +260,8 @@ impl Capacity {
 
     /// Queues a task for a slot: behind the others of its account (whose share is its weight), or at the
     /// head of them (`again`: one that had its turn and must wait once more). A task already in line, or
-    /// being sent but for `again`, stays where it is. In a shared line it is durably in line when this
-    /// returns, unless the store failed: then it joins once the store answers.
+    /// being sent but for `again`, stays where it is. In a shared line it is in line when this returns,
+    /// unless the store failed: then it joins once the store answers.
     pub async fn enqueue(
         &self,
         task: &TaskRecord,
