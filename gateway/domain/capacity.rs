@@ -28,6 +28,12 @@ impl Pool {
         Some(key)
     }
 
+    /// Takes a slot for a job that keys `tried` refused or failed: on another key if one has a slot free, else
+    /// on any (a refusal for capacity passes; the job is not kept waiting for a key it has not tried).
+    pub fn take_after(&mut self, tried: &[usize]) -> Option<usize> {
+        self.take(tried).or_else(|| self.take(&[]))
+    }
+
     /// Counts a slot as taken whatever the cap (a task that was running before the process started).
     pub fn hold(&mut self, key: usize) {
         if let Some(used) = self.used.get_mut(key) {
@@ -55,6 +61,11 @@ impl Pool {
     /// `(used, cap)` per key.
     pub fn slots(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         self.used.iter().copied().zip(self.caps.iter().copied())
+    }
+
+    /// How many keys the pool spans.
+    pub fn keys(&self) -> usize {
+        self.caps.len()
     }
 
     pub fn total(&self) -> u32 {
@@ -228,6 +239,14 @@ mod tests {
             }
             assert_eq!(pool.take(tried), *expected, "caps {caps:?} used {used:?} tried {tried:?}");
         }
+    }
+
+    #[test]
+    fn a_job_refused_by_a_key_goes_to_another_first_and_to_it_when_none_other_is_free() {
+        let mut pool = Pool::new(vec![1, 1]);
+        assert_eq!(pool.take_after(&[0]), Some(1));
+        assert_eq!(pool.take_after(&[0]), Some(0));
+        assert_eq!(pool.take_after(&[0]), None);
     }
 
     #[test]

@@ -279,7 +279,7 @@ impl Capacity {
             if self.shared.is_none() {
                 return self.enqueue_here(&mut slots, task, weight, model, tried, again);
             }
-            self.pool(&mut slots, model).slots().count()
+            self.pool(&mut slots, model).keys()
         };
         let Some(store) = self.shared.clone() else { return };
         let job = InLine {
@@ -353,7 +353,7 @@ impl Capacity {
                 return slot;
             }
             slots.calls.insert(holder.to_string(), answer);
-            self.pool(&mut slots, model).slots().count()
+            self.pool(&mut slots, model).keys()
         };
         let Some(store) = self.shared.clone() else { return slot };
         let wait = i64::try_from(self.upstream.longest_timeout().as_millis()).unwrap_or(i64::MAX);
@@ -459,7 +459,7 @@ impl Capacity {
             .iter()
             .filter_map(|t| {
                 let model = ModelSpec::find(&t.model)?;
-                Some((t.task_id.clone(), self.pool(&mut self.lock(), model).slots().count()))
+                Some((t.task_id.clone(), self.pool(&mut self.lock(), model).keys()))
             })
             .collect();
         match store.missing_from_line(&asked).await {
@@ -551,7 +551,7 @@ impl Capacity {
                     }
                 }
                 Waiter::Task { task_id, model, tried, since, .. } => {
-                    let Some(key) = pool.take(&tried).or_else(|| pool.take(&[])) else { break };
+                    let Some(key) = pool.take_after(&tried) else { break };
                     crate::support::metrics::queue_wait(since.elapsed());
                     queued.remove(&task_id);
                     sending.insert(task_id.clone());

@@ -8,7 +8,7 @@
 //! for it. Each pool keeps its clock (the tag of the job served last) and each account's next start tag.
 
 use super::db_error;
-use super::replicas::LEASE_MS;
+use super::replicas::alive_since;
 use super::slots::{clear_stale, counted, hold, lock_pool, row_id};
 use crate::domain::capacity::{start_tag, tag_again};
 use crate::domain::clock::now_ms;
@@ -43,7 +43,7 @@ pub(super) async fn join(client: &mut Object, replica: &str, job: &InLine) -> Re
             "SELECT EXISTS (SELECT 1 FROM slot_line WHERE holder = $1) \
              OR EXISTS (SELECT 1 FROM upstream_slots s JOIN replicas r ON r.id = s.replica \
              WHERE s.holder = ANY($2) AND s.replica <> $3 AND r.seen_ms >= $4)",
-            &[&job.holder, &holders, &replica, &(now_ms() - LEASE_MS)],
+            &[&job.holder, &holders, &replica, &alive_since()],
         )
         .await
         .map_err(db_error)?;
@@ -121,7 +121,7 @@ pub(super) async fn take_next(
     tx.execute(
         "DELETE FROM slot_line WHERE pool = $1 AND replica IS NOT NULL \
          AND (deadline_ms < $2 OR replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $3))",
-        &[&pool, &now, &(now - LEASE_MS)],
+        &[&pool, &now, &alive_since()],
     )
     .await
     .map_err(db_error)?;
@@ -141,11 +141,11 @@ pub(super) async fn take_next(
         (next.get(0), next.get(1), next.get(2), next.get(3), next.get(4));
     let tried = keys_of(tried);
     let mut slots = counted(&tx, pool, caps).await?;
-    let mut key = slots.take(&tried).or_else(|| slots.take(&[]));
+    let mut key = slots.take_after(&tried);
     if key.is_none() {
         clear_stale(&tx, pool).await?;
         slots = counted(&tx, pool, caps).await?;
-        key = slots.take(&tried).or_else(|| slots.take(&[]));
+        key = slots.take_after(&tried);
     }
     let Some(key) = key else {
         tx.commit().await.map_err(db_error)?;
@@ -216,7 +216,7 @@ pub(super) async fn missing(client: &Object, waiting: &[(String, usize)]) -> Res
              EXCEPT \
              SELECT task FROM asked a JOIN upstream_slots s ON s.holder = a.slot \
              JOIN replicas r ON r.id = s.replica AND r.seen_ms >= $3",
-            &[&tasks, &rows, &(now_ms() - LEASE_MS)],
+            &[&tasks, &rows, &alive_since()],
         )
         .await
         .map_err(db_error)?;

@@ -31,6 +31,11 @@ use std::time::{Duration, Instant};
 pub(super) const BEAT: Duration = Duration::from_secs(1);
 /// How long a replica's leases last unrenewed: a dead replica's tasks are taken over within it.
 pub(super) const LEASE_MS: i64 = 10_000;
+/// Replicas seen since this moment are alive: their leases and slots hold.
+pub(super) fn alive_since() -> i64 {
+    crate::domain::clock::now_ms() - LEASE_MS
+}
+
 /// A replica not seen for this long no longer counts.
 const GONE_AFTER_MS: i64 = 3_000;
 /// How long after its first beat a replica starts querying the upstream.
@@ -266,7 +271,7 @@ pub(super) async fn abandoned(client: &Object, task_id: &str, replica: &str) -> 
             "SELECT submitted_by IS DISTINCT FROM $2 AND (lease_owner IS DISTINCT FROM submitted_by \
              OR NOT EXISTS (SELECT 1 FROM replicas WHERE id = lease_owner AND seen_ms >= $3)) \
              FROM tasks WHERE task_id = $1",
-            &[&task_id, &replica, &(crate::domain::clock::now_ms() - LEASE_MS)],
+            &[&task_id, &replica, &alive_since()],
         )
         .await
         .map_err(db_error)?;

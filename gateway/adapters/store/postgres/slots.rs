@@ -12,7 +12,7 @@
 //! a give-back (its task has ended, so the next full take clears the row) or a take (the upstream may then see
 //! one task over its cap once, and refuses it with 429, which failover absorbs).
 
-use super::replicas::LEASE_MS;
+use super::replicas::alive_since;
 use super::{db_error, group};
 use crate::domain::capacity::Pool;
 use crate::ports::storage::StoreError;
@@ -228,12 +228,11 @@ pub(super) async fn lock_pool(tx: &Transaction<'_>, pool: &str) -> Result<(), St
 /// adopt the slots of those the upstream still has) and of tasks that have ended (a give-back lost with the
 /// database's last moments, or one that raced an adoption): done when they would keep a task waiting.
 pub(super) async fn clear_stale(tx: &Transaction<'_>, pool: &str) -> Result<(), StoreError> {
-    let alive_since = crate::domain::clock::now_ms() - LEASE_MS;
     let cleared = tx.execute(
         "DELETE FROM upstream_slots s WHERE pool = $1 AND (replica NOT IN (SELECT id FROM replicas WHERE seen_ms >= $2) \
          OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = split_part(s.holder, '/', 1) \
          AND t.status IN ('queued', 'running')))",
-        &[&pool, &alive_since],
+        &[&pool, &alive_since()],
     )
     .await
     .map_err(db_error)?;
