@@ -718,7 +718,7 @@ fn a_replica_whose_lease_was_taken_over_cannot_write_the_task() {
 fn replicas_take_turns_at_polling_by_creation_time() {
     use mediagate::adapters::store::postgres::{Options, Store};
     use mediagate::domain::tasks::{TaskRecord, TaskStatus};
-    use mediagate::ports::storage::{Accounts, Commit, Inserted, Lifecycle, TaskRef, Tasks};
+    use mediagate::ports::storage::{Accounts, Commit, Inserted, Lifecycle, PolledBy, TaskRef, Tasks};
     let cluster = Cluster::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let connect = || {
@@ -745,7 +745,8 @@ fn replicas_take_turns_at_polling_by_creation_time() {
         assert!(matches!(added, Inserted::Stored(_)));
         let upstream = format!("up-{n}");
         let change = Box::new(move |t: &mut TaskRecord| t.upstream_task_id = Some(upstream));
-        let forwarded = runtime.block_on(submitter.forwarded(format!("task-{n}").as_str().into(), change)).unwrap();
+        let forwarded =
+            runtime.block_on(submitter.forwarded(format!("task-{n}").as_str().into(), PolledBy::Turn, change)).unwrap();
         let forwarded = forwarded.expect("the task was written");
         assert_eq!(forwarded.task.upstream_task_id.as_deref(), Some(format!("up-{n}").as_str()));
         polled_here.push(forwarded.polled_here);
@@ -781,6 +782,20 @@ fn replicas_take_turns_at_polling_by_creation_time() {
     let submitters: Vec<String> = (0..6).filter(|n| polled_here[*n]).map(|n| format!("task-{n}")).collect();
     assert_eq!(claim(&submitter), submitters, "the first to claim keeps only its own turns' tasks");
     assert_eq!(claim(&other), handed);
+
+    // A task sent from the shared line by a replica other than its submitter's is polled by the sender,
+    // whatever its turn: it is leased to it, and not handed to anyone's claim.
+    let task = queued_task("task-sent", now, None);
+    runtime.block_on(submitter.add_task(task, None, None, Commit::Durable)).unwrap();
+    let change = Box::new(|t: &mut TaskRecord| t.upstream_task_id = Some("up-sent".into()));
+    let forwarded = runtime.block_on(other.forwarded("task-sent".into(), PolledBy::Sender, change)).unwrap();
+    assert!(forwarded.expect("the task was written").polled_here);
+    assert!(claim(&submitter).is_empty() && claim(&other).is_empty(), "the sender's task is nobody's to claim");
+    let polled = || TaskRef::Polled("task-sent".into());
+    let fenced = runtime.block_on(submitter.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+    assert!(fenced.unwrap().is_none(), "the submitter wrote a task its sender polls");
+    let written = runtime.block_on(other.change_task(polled(), &live, Commit::Durable, Box::new(running)));
+    assert_eq!(written.unwrap().map(|t| t.status), Some(TaskStatus::Running));
 }
 
 /// A queued video task of `acme` created at `created_ms`, as a submission stores it.

@@ -23,8 +23,8 @@ use mediagate::domain::usage::{Measured, Reading, Usage};
 use mediagate::domain::usage_log::UsageFilter;
 use mediagate::ports::storage::{
     Accounts, AuditTrail, Commit, Copies as CopyQueue, Deliveries, Earmark, Forwarded, IdempotencyClaim, Inserted,
-    Ledger, Lifecycle, Purged, Purging, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef,
-    Tasks, Topology,
+    Ledger, Lifecycle, PolledBy, Purged, Purging, Refusal, SettingsChange, Slots, StoreError, Switches, TaskChange,
+    TaskRef, Tasks, Topology,
 };
 use mediagate::ports::upstream::{Created, Fetched, ListRequest, Observed, TaskPage, Upstream, UpstreamError};
 use mediagate::ports::webhooks::WebhookSender;
@@ -320,7 +320,7 @@ impl Tasks for FakeStore {
     ) -> Result<Option<TaskRecord>, StoreError> {
         unused()
     }
-    async fn forwarded(&self, _: TaskRef, _: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+    async fn forwarded(&self, _: TaskRef, _: PolledBy, _: TaskChange) -> Result<Option<Forwarded>, StoreError> {
         unused()
     }
     async fn claim(&self) -> Result<Vec<TaskRecord>, StoreError> {

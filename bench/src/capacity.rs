@@ -168,6 +168,7 @@ fn run_with(replicas: usize) -> String {
 
     // The upstream's side: when each job was created and ended, and the caps as it counted them.
     let upstream = upstream_jobs(&sim_addr, t0 - 1000, now_ms());
+    let settled = settlement_times(&addrs[0]);
     let stats: Value =
         serde_json::from_str(&http(&sim_addr, "GET", "/_sim/capacity-stats", &[], "").1).unwrap_or_default();
     let per_key: Vec<(u64, u64)> = stats["accounts"]
@@ -186,7 +187,7 @@ fn run_with(replicas: usize) -> String {
     let jobs: Vec<(usize, i64, i64, i64)> = accepted
         .iter()
         .filter_map(|(account, _, submitted, _, id)| {
-            let (created, ended) = upstream.get(upstream_of.get(id)?)?;
+            let (_, created, ended) = upstream.get(upstream_of.get(id)?)?;
             Some((*account, *submitted, *created, *ended))
         })
         .collect();
@@ -211,6 +212,7 @@ fn run_with(replicas: usize) -> String {
     let shares: Vec<f64> =
         (0..=SMALL_ACCOUNTS).map(|a| jobs.iter().filter(|j| j.0 == a && j.2 < drained).count() as f64).collect();
     let jain = shares.iter().sum::<f64>().powi(2) / (shares.len() as f64 * shares.iter().map(|x| x * x).sum::<f64>());
+    let (detection, hand_off) = slot_gaps(&upstream, &upstream_of, &settled);
 
     let setup = if replicas > 1 { "three replicas on PostgreSQL" } else { "one gateway, embedded store" };
     let mut out = format!(
@@ -254,6 +256,16 @@ fn run_with(replicas: usize) -> String {
         format!("ideal {:.1} / {:.1}", percentile(&ideal, 0.5), percentile(&ideal, 0.99)),
     );
     row("Jain's fairness index over the backlog", format!("{jain:.3}"), format!(">= 0.95: {}", met(jain >= 0.95)));
+    row(
+        "a slot's idle time, p50 / p99, ms: the end seen (upstream end to settled)",
+        format!("{:.0} / {:.0}", percentile(&detection, 0.5), percentile(&detection, 0.99)),
+        "the poller's detection lag".into(),
+    );
+    row(
+        "... then the next job sent on that key (settled to the upstream's create)",
+        format!("{:.0} / {:.0}", percentile(&hand_off, 0.5), percentile(&hand_off, 0.99)),
+        "the hand-off to the line's next job".into(),
+    );
     out
 }
 
@@ -275,11 +287,49 @@ fn account(addr: &str, name: &str) -> String {
     serde_json::from_str::<Value>(&body).unwrap_or_default()["key"].as_str().unwrap_or_default().to_string()
 }
 
-/// Upstream task id -> (created, ended) epoch ms, from the simulator's task list, read with the key the
-/// gateway does not have.
-/// Every job the upstream's accounts created in the window, with its creation and end: each account lists
-/// only its own, so each of the gateway's keys is asked in turn.
-fn upstream_jobs(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, (i64, i64)> {
+/// Where a slot's idle time goes between two jobs on a key: from the upstream's end of one to the gateway's
+/// settlement of it (detection), and from there to the upstream's creation of the next job on that key
+/// (hand-off). A key's creates after its first `CAP` are paired, in order, with its jobs in order of settlement.
+fn slot_gaps(
+    upstream: &HashMap<String, (usize, i64, i64)>,
+    upstream_of: &HashMap<String, String>,
+    settled: &HashMap<String, i64>,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut detection, mut hand_off) = (Vec::new(), Vec::new());
+    for key in 1..=KEYS {
+        let mut creates: Vec<i64> = upstream.values().filter(|j| j.0 == key).map(|j| j.1).collect();
+        creates.sort_unstable();
+        // (settled, upstream end) of each of this key's jobs.
+        let mut ends: Vec<(i64, i64)> = upstream_of
+            .iter()
+            .filter_map(|(id, up)| {
+                let (k, _, end) = upstream.get(up)?;
+                Some((*settled.get(id)?, *end)).filter(|_| *k == key)
+            })
+            .collect();
+        ends.sort_unstable();
+        for (create, (seen, end)) in creates.iter().skip(CAP as usize).zip(&ends) {
+            detection.push((seen - end) as f64);
+            hand_off.push((create - seen) as f64);
+        }
+    }
+    detection.sort_by(|a, b| a.total_cmp(b));
+    hand_off.sort_by(|a, b| a.total_cmp(b));
+    (detection, hand_off)
+}
+
+/// Task id -> when the gateway settled it (epoch ms), from the usage log.
+fn settlement_times(gateway: &str) -> HashMap<String, i64> {
+    let (_, body) = http(gateway, "GET", "/admin/v1/usage", &[("Authorization", &format!("Bearer {ADMIN}"))], "");
+    body.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|r| Some((r["task_id"].as_str()?.to_string(), r["at_ms"].as_i64()?)))
+        .collect()
+}
+
+/// Upstream task id -> (key index, created, ended; epoch ms): every job the upstream's accounts created in the
+/// window, from the simulator's task list. Each account lists only its own, so each key is asked in turn.
+fn upstream_jobs(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, (usize, i64, i64)> {
     let mut jobs = HashMap::new();
     for n in 1..=KEYS {
         let auth = format!("Bearer {}", sim_key(n));
@@ -303,7 +353,7 @@ fn upstream_jobs(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, (i64, i
                 if let (Some(id), Some(created), Some(end)) =
                     (item["task_id"].as_str(), item["gmt_create"].as_i64(), item["end_time"].as_i64())
                 {
-                    jobs.insert(id.to_string(), (created, end));
+                    jobs.insert(id.to_string(), (n, created, end));
                 }
             }
             if data.is_empty() || page >= value["total_page"].as_u64().unwrap_or(0) {

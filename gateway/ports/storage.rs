@@ -33,6 +33,18 @@ pub enum Inserted {
     TooManyTasks(usize),
 }
 
+/// Which process polls a task the upstream has just accepted, where processes share the store (alone, a
+/// process polls all its tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolledBy {
+    /// The one whose slice of creation time the task falls in, so that one list call over a window of
+    /// creation time reports that process's own tasks, not everyone's.
+    Turn,
+    /// The one that sent it from the shared line for upstream slots: the slot it holds is what the line
+    /// waits for, and a hand-over would leave its end unseen until the other process's next claim.
+    Sender,
+}
+
 /// A task the upstream has just accepted, as written, and whether this process polls it.
 #[derive(Debug)]
 pub struct Forwarded {
@@ -302,11 +314,10 @@ pub trait Tasks: Send + Sync {
         change: TaskChange,
     ) -> Result<Option<TaskRecord>, StoreError>;
 
-    /// Records that the upstream accepted a queued task this process submitted (`change` sets its upstream
-    /// task id), durably, and decides which process polls it. Where processes share the store, each polls
-    /// the tasks created in its own slices of time, so that one list call over a window of creation time
-    /// reports its own tasks, not everyone's.
-    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError>;
+    /// Records that the upstream accepted a queued task this process sent (`change` sets its upstream task
+    /// id), durably, and leases it to the process that polls it, as `by` says.
+    async fn forwarded(&self, task: TaskRef, by: PolledBy, change: TaskChange)
+    -> Result<Option<Forwarded>, StoreError>;
 
     /// Live tasks this process is to poll from now on: those no process polls (the first call: those of the
     /// processes before; later, those whose poller's lease ran out), and those handed to it.

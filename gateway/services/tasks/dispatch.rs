@@ -10,7 +10,7 @@ use crate::domain::catalog::{ModelSpec, TRANSIENT_FAILURES};
 use crate::domain::clock::now_ms;
 use crate::domain::errors::Problem;
 use crate::domain::tasks::{Attempt, TaskError, TaskRecord, TaskStatus};
-use crate::ports::storage::{Commit, Storage, StoredTask, TaskRef};
+use crate::ports::storage::{Commit, PolledBy, Storage, StoredTask, TaskRef};
 use crate::ports::upstream::{Created, Refusal, UpstreamError};
 use crate::services::errors::ServiceError;
 use crate::services::runtime::Gateway;
@@ -100,7 +100,8 @@ pub async fn forward_async(
             // Durable: it also persists the task and its hold, written deferred before the forward. The body
             // is kept while the task is live, to send it again should the upstream fail it for its own reasons.
             let envelope = String::from_utf8_lossy(&admitted.envelope).into_owned();
-            taken(state, task.into(), model, key, started_ms, upstream_id, Some(envelope))
+            let sent = Sending { key, started_ms, upstream_id, by: PolledBy::Turn };
+            taken(state, task.into(), model, sent, Some(envelope))
                 .await?
                 .ok_or_else(|| Problem::internal("task vanished after forward").into())
         }
@@ -175,17 +176,24 @@ pub async fn queue_weight(store: &dyn Storage, account: &str) -> u32 {
     store.account(account).await.ok().flatten().and_then(|a| a.queue_weight).unwrap_or(1)
 }
 
-/// Records that key `key` took the task (its upstream id, the attempt, the body for a later resend),
-/// durably, and hands it to the poller; `None` if the task ended meanwhile (cancelled while it was sent).
-pub async fn taken(
-    state: &Gateway,
-    task: TaskRef,
-    model: &'static ModelSpec,
+/// A create the upstream accepted: on which key, when it was sent, the upstream's id, and who polls it.
+struct Sending {
     key: usize,
     started_ms: i64,
     upstream_id: String,
+    by: PolledBy,
+}
+
+/// Records that key `key` took the task (its upstream id, the attempt, the body for a later resend),
+/// durably, and hands it to the poller; `None` if the task ended meanwhile (cancelled while it was sent).
+async fn taken(
+    state: &Gateway,
+    task: TaskRef,
+    model: &'static ModelSpec,
+    sent: Sending,
     envelope: Option<String>,
 ) -> Result<Option<TaskRecord>, ServiceError> {
+    let Sending { key, started_ms, upstream_id, by } = sent;
     let task_id = task.task_id().to_string();
     let first_poll = now_ms() + state.settings.poller.schedule().first(model.expected_seconds);
     let id = upstream_id.clone();
@@ -193,6 +201,7 @@ pub async fn taken(
         .store
         .forwarded(
             task,
+            by,
             Box::new(move |t| {
                 t.upstream_task_id = Some(id.clone());
                 t.next_poll_ms = first_poll;
@@ -337,7 +346,8 @@ async fn send_waiting(
     match send(state, model, &envelope, key, &task_id).await {
         Sent::Taken { key, created } => match created.task_id {
             Some(upstream_id) => {
-                taken(state, TaskRef::Id(task_id), model, key, started_ms, upstream_id, None).await?;
+                let sent = Sending { key, started_ms, upstream_id, by: PolledBy::Sender };
+                taken(state, TaskRef::Id(task_id), model, sent, None).await?;
             }
             None => {
                 state.capacity.give_back(model, key, &task_id);

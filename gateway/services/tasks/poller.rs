@@ -49,6 +49,12 @@ const LEASES_CHECKED_AT_ONCE: usize = 1000;
 /// A job under way this long (or twice the longest upstream timeout, if more) is taken to be lost.
 const JOB_OVERDUE_MS: i64 = 60_000;
 
+/// How long a job (a query, a write, a send) may be under way before it is taken to be lost.
+fn job_overdue_ms(state: &Gateway) -> i64 {
+    let longest_timeout = state.upstream.longest_timeout();
+    JOB_OVERDUE_MS.max(i64::try_from(longest_timeout.as_millis()).unwrap_or(i64::MAX).saturating_mul(2))
+}
+
 /// Runs until the process ends. Call once, on the actix system.
 pub async fn run(state: Arc<Gateway>) {
     if !state.poller.start() {
@@ -104,15 +110,21 @@ async fn read_again(state: Arc<Gateway>, task_id: String) {
 /// and around, so that one the poller lost track of (a race between a write it made and a claim that gave
 /// the task back) is polled again within one round, whatever the race.
 async fn check_leases(state: Arc<Gateway>) {
-    let mut after = None;
+    let (mut after, overdue_ms) = (None, job_overdue_ms(&state));
     loop {
         tokio::time::sleep(CLAIM_EVERY).await;
         match state.store.leased(after.clone(), LEASES_CHECKED_AT_ONCE).await {
             Ok(None) => return,
             Ok(Some(tasks)) => {
                 after = tasks.last().map(|t| t.task_id.clone());
-                // A task waiting for an upstream slot is the line's, not the poller's.
-                let (waiting, polled) = tasks.into_iter().partition(TaskRecord::waits_for_slot);
+                // A task being sent is its sender's until the upstream answers (the forward leases it to its
+                // poller, which may be another process); only one whose send is overdue was cut short, and
+                // the poller ends it. A task waiting for an upstream slot is the line's.
+                let now = now_ms();
+                let (waiting, polled) = tasks
+                    .into_iter()
+                    .filter(|t| t.sending_since().is_none_or(|since| now - since >= overdue_ms))
+                    .partition(TaskRecord::waits_for_slot);
                 super::dispatch::rejoin_lost(&state, waiting).await;
                 state.poller.add_leased(polled);
             }
@@ -256,11 +268,8 @@ impl Sweeper {
                 busy: Rc::new(Cell::new(0)),
             })
             .collect();
-        let longest_timeout = state.upstream.longest_timeout();
-        let overdue_ms =
-            JOB_OVERDUE_MS.max(i64::try_from(longest_timeout.as_millis()).unwrap_or(i64::MAX).saturating_mul(2));
         Sweeper {
-            overdue_ms,
+            overdue_ms: job_overdue_ms(&state),
             share: state.store.poll_share(),
             state,
             tracker: Tracker::default(),

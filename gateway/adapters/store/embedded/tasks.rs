@@ -10,7 +10,7 @@ use super::{
 };
 use crate::domain::billing::books::hold_postings;
 use crate::domain::listing::TaskQuery;
-use crate::ports::storage::{Forwarded, TaskChange, Tasks};
+use crate::ports::storage::{Forwarded, PolledBy, TaskChange, Tasks};
 use std::sync::Arc;
 
 /// Writes a task stored for the first time, and indexes it.
@@ -194,7 +194,7 @@ impl Tasks for Store {
         .await
     }
 
-    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+    async fn forwarded(&self, task: TaskRef, _: PolledBy, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
         let written = self.change_task(task, &[TaskStatus::Queued], Commit::Durable, change).await?;
         Ok(written.map(|task| Forwarded { task, polled_here: true }))
     }

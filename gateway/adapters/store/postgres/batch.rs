@@ -12,7 +12,7 @@ use super::replicas::Replica;
 use super::{db_error, group, ledger};
 use crate::adapters::store::{decode, encode};
 use crate::domain::tasks::{TaskRecord, TaskStatus};
-use crate::ports::storage::{StoreError, TaskChange};
+use crate::ports::storage::{PolledBy, StoreError, TaskChange};
 use deadpool_postgres::{Object, Pool, Transaction};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,8 +40,8 @@ pub(super) struct Target {
     /// The replica whose lease the task must be under, for a poller's change.
     pub fence: Option<Arc<str>>,
     /// For a forward (the upstream's acceptance of a queued task, which may not end it): this replica, which
-    /// leases the task to the replica whose turn its creation time falls in.
-    pub forward: Option<Replica>,
+    /// leases the task to the replica that polls it.
+    pub forward: Option<(Replica, PolledBy)>,
 }
 
 /// A change queued for the writer, and where its outcome goes.
@@ -169,11 +169,16 @@ async fn write(
             *ended.entry(task.account.clone()).or_insert(0i32) += 1;
         }
         let polled_here = match &change.forward {
-            Some(replica) => {
+            Some((replica, PolledBy::Sender)) => {
+                // The replica that took it from the line may not be the one it was leased to at submission.
+                handed.push((task.task_id.clone(), replica.id.clone(), false));
+                true
+            }
+            Some((replica, PolledBy::Turn)) => {
                 let poller = replica.poller_for(task.created_ms);
                 let here = poller == replica.id;
                 if !here {
-                    handed.push((task.task_id.clone(), poller));
+                    handed.push((task.task_id.clone(), poller, true));
                 }
                 here
             }
@@ -249,16 +254,20 @@ async fn store_tasks(tx: &Transaction<'_>, tasks: &[&TaskRecord]) -> Result<(), 
     Ok(())
 }
 
-/// Leases forwarded tasks to the replicas whose turn their creation times fall in.
-async fn hand_over(tx: &Transaction<'_>, handed: &[(String, Arc<str>)]) -> Result<(), StoreError> {
-    if handed.is_empty() {
+/// Leases forwarded tasks to the replicas that poll them: `handed` for another replica, which takes it at
+/// its next claim.
+async fn hand_over(tx: &Transaction<'_>, leases: &[(String, Arc<str>, bool)]) -> Result<(), StoreError> {
+    if leases.is_empty() {
         return Ok(());
     }
-    let (ids, owners): (Vec<&str>, Vec<&str>) = handed.iter().map(|(id, owner)| (id.as_str(), &**owner)).unzip();
+    let ids: Vec<&str> = leases.iter().map(|l| l.0.as_str()).collect();
+    let owners: Vec<&str> = leases.iter().map(|l| &*l.1).collect();
+    let handed: Vec<bool> = leases.iter().map(|l| l.2).collect();
     tx.execute(
-        "UPDATE tasks SET lease_owner = u.owner, handed_over = true FROM unnest($1::text[], $2::text[]) \
-         AS u(task_id, owner) WHERE tasks.task_id = u.task_id",
-        &[&ids, &owners],
+        "UPDATE tasks SET lease_owner = u.owner, handed_over = u.handed \
+         FROM unnest($1::text[], $2::text[], $3::bool[]) AS u(task_id, owner, handed) \
+         WHERE tasks.task_id = u.task_id",
+        &[&ids, &owners, &handed],
     )
     .await
     .map_err(db_error)?;

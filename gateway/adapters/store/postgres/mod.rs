@@ -45,8 +45,8 @@ use crate::domain::tasks::{
 use crate::domain::usage_log::UsageFilter;
 use crate::ports::storage::{
     Accounts, AuditTrail, Commit, Copies, Deliveries, Earmark, Forwarded, IdempotencyClaim, InLine, Inserted, Ledger,
-    Lifecycle, Purged, Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks, Topology,
-    Turn,
+    Lifecycle, PolledBy, Purged, Purging, SettingsChange, Slots, StoreError, Switches, TaskChange, TaskRef, Tasks,
+    Topology, Turn,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use std::future::Future;
@@ -429,9 +429,14 @@ impl Tasks for Store {
         Ok(written.map(|written| written.task))
     }
 
-    async fn forwarded(&self, task: TaskRef, change: TaskChange) -> Result<Option<Forwarded>, StoreError> {
+    async fn forwarded(
+        &self,
+        task: TaskRef,
+        by: PolledBy,
+        change: TaskChange,
+    ) -> Result<Option<Forwarded>, StoreError> {
         // With the other task changes' batch: one commit for many.
-        let forward = Some(self.replica.clone());
+        let forward = Some((self.replica.clone(), by));
         let target = batch::Target {
             task_id: task.task_id().to_string(),
             expected: vec![TaskStatus::Queued],
