@@ -16,7 +16,8 @@
 //! to the replica whose turn its creation time falls in ([`Replica::poller_for`]), which takes it with its
 //! next claim, and so are the tasks of a replica that stopped. The upstream lists tasks by creation time, so
 //! a replica's list windows then report its own tasks rather than everyone's; and as each replica paces the
-//! keys at an equal share, each has an equal share of the tasks too, whatever their number.
+//! keys at an equal share, each has an equal share of the tasks too, whatever their number. A task sent from
+//! the shared line for upstream slots stays with the replica that sent it ([`crate::ports::storage::PolledBy`]).
 
 use super::db_error;
 use crate::adapters::store::decode;
