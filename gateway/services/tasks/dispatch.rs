@@ -100,8 +100,8 @@ pub async fn forward_async(
             // Durable: it also persists the task and its hold, written deferred before the forward. The body
             // is kept while the task is live, to send it again should the upstream fail it for its own reasons.
             let envelope = String::from_utf8_lossy(&admitted.envelope).into_owned();
-            let sent = Sending { key, started_ms, upstream_id, by: PolledBy::Turn };
-            taken(state, task.into(), model, sent, Some(envelope))
+            let accepted = Accepted { key, started_ms, upstream_id, by: PolledBy::Turn };
+            taken(state, task.into(), model, accepted, Some(envelope))
                 .await?
                 .ok_or_else(|| Problem::internal("task vanished after forward").into())
         }
@@ -177,7 +177,7 @@ pub async fn queue_weight(store: &dyn Storage, account: &str) -> u32 {
 }
 
 /// A create the upstream accepted: on which key, when it was sent, the upstream's id, and who polls it.
-struct Sending {
+struct Accepted {
     key: usize,
     started_ms: i64,
     upstream_id: String,
@@ -190,10 +190,10 @@ async fn taken(
     state: &Gateway,
     task: TaskRef,
     model: &'static ModelSpec,
-    sent: Sending,
+    accepted: Accepted,
     envelope: Option<String>,
 ) -> Result<Option<TaskRecord>, ServiceError> {
-    let Sending { key, started_ms, upstream_id, by } = sent;
+    let Accepted { key, started_ms, upstream_id, by } = accepted;
     let task_id = task.task_id().to_string();
     let first_poll = now_ms() + state.settings.poller.schedule().first(model.expected_seconds);
     let id = upstream_id.clone();
@@ -346,8 +346,8 @@ async fn send_waiting(
     match send(state, model, &envelope, key, &task_id).await {
         Sent::Taken { key, created } => match created.task_id {
             Some(upstream_id) => {
-                let sent = Sending { key, started_ms, upstream_id, by: PolledBy::Sender };
-                taken(state, TaskRef::Id(task_id), model, sent, None).await?;
+                let accepted = Accepted { key, started_ms, upstream_id, by: PolledBy::Sender };
+                taken(state, TaskRef::Id(task_id), model, accepted, None).await?;
             }
             None => {
                 state.capacity.give_back(model, key, &task_id);

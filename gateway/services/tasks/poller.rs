@@ -49,7 +49,7 @@ const LEASES_CHECKED_AT_ONCE: usize = 1000;
 /// A job under way this long (or twice the longest upstream timeout, if more) is taken to be lost.
 const JOB_OVERDUE_MS: i64 = 60_000;
 
-/// How long a job (a query, a write, a send) may be under way before it is taken to be lost.
+/// [`JOB_OVERDUE_MS`] for this process's upstream timeouts.
 fn job_overdue_ms(state: &Gateway) -> i64 {
     let longest_timeout = state.upstream.longest_timeout();
     JOB_OVERDUE_MS.max(i64::try_from(longest_timeout.as_millis()).unwrap_or(i64::MAX).saturating_mul(2))
