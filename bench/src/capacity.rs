@@ -12,7 +12,8 @@
 //! three in turn.
 
 use crate::harness::{
-    ADMIN_ENV, UNCAPPED, UPSTREAM_KEY_ENV, free_port, gateway_config, http, met, percentile, start, wait_listening,
+    ADMIN_ENV, UNCAPPED, UPSTREAM_KEY_ENV, free_port, gateway_config, http, met, percentile, settlement_times, start,
+    wait_listening,
 };
 use mediagate::adapters::upstream::client::compact_time;
 use serde_json::Value;
@@ -168,7 +169,7 @@ fn run_with(replicas: usize) -> String {
 
     // The upstream's side: when each job was created and ended, and the caps as it counted them.
     let upstream = upstream_jobs(&sim_addr, t0 - 1000, now_ms());
-    let settled = settlement_times(&addrs[0]);
+    let settled = settlement_times(&addrs[0], ADMIN, "");
     let stats: Value =
         serde_json::from_str(&http(&sim_addr, "GET", "/_sim/capacity-stats", &[], "").1).unwrap_or_default();
     let per_key: Vec<(u64, u64)> = stats["accounts"]
@@ -302,9 +303,9 @@ fn slot_gaps(
         // (settled, upstream end) of each of this key's jobs.
         let mut ends: Vec<(i64, i64)> = upstream_of
             .iter()
-            .filter_map(|(id, up)| {
-                let (k, _, end) = upstream.get(up)?;
-                Some((*settled.get(id)?, *end)).filter(|_| *k == key)
+            .filter_map(|(id, up)| match upstream.get(up)? {
+                (k, _, end) if *k == key => Some((*settled.get(id)?, *end)),
+                _ => None,
             })
             .collect();
         ends.sort_unstable();
@@ -316,15 +317,6 @@ fn slot_gaps(
     detection.sort_by(|a, b| a.total_cmp(b));
     hand_off.sort_by(|a, b| a.total_cmp(b));
     (detection, hand_off)
-}
-
-/// Task id -> when the gateway settled it (epoch ms), from the usage log.
-fn settlement_times(gateway: &str) -> HashMap<String, i64> {
-    let (_, body) = http(gateway, "GET", "/admin/v1/usage", &[("Authorization", &format!("Bearer {ADMIN}"))], "");
-    body.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|r| Some((r["task_id"].as_str()?.to_string(), r["at_ms"].as_i64()?)))
-        .collect()
 }
 
 /// Upstream task id -> (key index, created, ended; epoch ms): every job the upstream's accounts created in the

@@ -187,6 +187,17 @@ pub fn call(
     (status, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
+/// Task id -> when the gateway settled it (epoch ms): the admin usage log's `at_ms`, the task's
+/// `finished_ms`. `filter` is the log's query string, if any (`?account=...`).
+pub fn settlement_times(gateway: &str, admin: &str, filter: &str) -> std::collections::HashMap<String, i64> {
+    let auth = format!("Bearer {admin}");
+    let (_, body) = http(gateway, "GET", &format!("/admin/v1/usage{filter}"), &[("Authorization", &auth)], "");
+    body.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|r| Some((r["task_id"].as_str()?.to_string(), r["at_ms"].as_i64()?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::status_field;

@@ -15,7 +15,7 @@
 
 use crate::harness::{
     ADMIN_ENV, UNCAPPED, UPSTREAM_KEY_ENV, cpu_micros, create_key, free_port, gateway_config, http, met, percentile,
-    rss_bytes, start, wait_listening,
+    rss_bytes, settlement_times, start, wait_listening,
 };
 use crate::loadgen::Connection;
 use mediagate::adapters::upstream::client::compact_time;
@@ -353,7 +353,7 @@ fn get_json(addr: &str, path: &str, auth: &str) -> Value {
 /// Detection lag (ms) of every `ids.len() / SAMPLE`-th task: gateway settlement time minus upstream end.
 fn detection_lags(sim: &str, gateway: &str, ids: &[String], from_ms: i64, to_ms: i64) -> Vec<f64> {
     let ended = upstream_end_times(sim, from_ms, to_ms);
-    let settled = settlement_times(gateway);
+    let settled = settlement_times(gateway, ADMIN, "?account=bench");
     let step = (ids.len() / SAMPLE).max(1);
     let Ok(mut conn) = Connection::open(gateway) else { return Vec::new() };
     let mut lags: Vec<f64> = ids
@@ -397,19 +397,6 @@ fn upstream_end_times(sim: &str, from_ms: i64, to_ms: i64) -> HashMap<String, i6
         }
     }
     ended
-}
-
-/// Gateway task id -> settlement time (epoch ms), from the usage log.
-fn settlement_times(gateway: &str) -> HashMap<String, i64> {
-    let Ok(mut conn) = Connection::open(gateway) else { return HashMap::new() };
-    let Ok((_, body)) = conn.call(&request(gateway, "GET", "/admin/v1/usage?account=bench", ADMIN, "")) else {
-        return HashMap::new();
-    };
-    String::from_utf8_lossy(&body)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|r| Some((r["task_id"].as_str()?.to_string(), r["at_ms"].as_i64()?)))
-        .collect()
 }
 
 /// Queries per task a task-by-task poller would make on this schedule for a job of `job_ms`.

@@ -144,7 +144,7 @@ async fn write(
     // In order: a change is kept if the pots take its settlement and the change it was applied after was kept.
     let (mut outcomes, mut postings, mut ended) =
         (Vec::<Outcome>::with_capacity(changes.len()), Vec::new(), BTreeMap::new());
-    let mut handed = Vec::new();
+    let mut leases = Vec::new();
     for ((change, proposed), after) in changes.iter().zip(proposed).zip(after) {
         // What it was compared with (and applied to) was never written: its outcome is not known.
         if after.is_some_and(|before| outcomes.get(before).is_some_and(Result::is_err)) {
@@ -171,14 +171,14 @@ async fn write(
         let polled_here = match &change.forward {
             Some((replica, PolledBy::Sender)) => {
                 // The replica that took it from the line may not be the one it was leased to at submission.
-                handed.push((task.task_id.clone(), replica.id.clone(), false));
+                leases.push((task.task_id.clone(), replica.id.clone(), false));
                 true
             }
             Some((replica, PolledBy::Turn)) => {
                 let poller = replica.poller_for(task.created_ms);
                 let here = poller == replica.id;
                 if !here {
-                    handed.push((task.task_id.clone(), poller, true));
+                    leases.push((task.task_id.clone(), poller, true));
                 }
                 here
             }
@@ -190,7 +190,7 @@ async fn write(
 
     let written: Vec<&TaskRecord> = tasks.values().filter(|l| l.changed).map(|l| &l.task).collect();
     store_tasks(&tx, &written).await?;
-    hand_over(&tx, &handed).await?;
+    lease(&tx, &leases).await?;
     // Every change that ends a task moves it from a live status: the ends written are these.
     let finished: Vec<&TaskRecord> = written.iter().copied().filter(|t| t.status.is_terminal()).collect();
     super::webhooks::enqueue(&tx, &finished).await?;
@@ -254,9 +254,9 @@ async fn store_tasks(tx: &Transaction<'_>, tasks: &[&TaskRecord]) -> Result<(), 
     Ok(())
 }
 
-/// Leases forwarded tasks to the replicas that poll them: `handed` for another replica, which takes it at
-/// its next claim.
-async fn hand_over(tx: &Transaction<'_>, leases: &[(String, Arc<str>, bool)]) -> Result<(), StoreError> {
+/// Leases forwarded tasks (id, replica, handed) to the replicas that poll them; a task `handed` to another
+/// replica is taken with that one's next claim.
+async fn lease(tx: &Transaction<'_>, leases: &[(String, Arc<str>, bool)]) -> Result<(), StoreError> {
     if leases.is_empty() {
         return Ok(());
     }
